@@ -1,0 +1,282 @@
+"""The contract every session store keeps: the message model, the ``Store`` protocol,
+a session handle, and the argument checks a store runs before touching its backend.
+
+Standard library only: a store package can depend on this module without pulling in
+pytest, Hypothesis or any database driver.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol, Union, runtime_checkable
+
+__all__ = [
+    "MAX_SESSION_ID_BYTES",
+    "ROLES",
+    "Attachment",
+    "Content",
+    "Message",
+    "Role",
+    "Session",
+    "Store",
+    "SyncStore",
+    "Text",
+    "ToolCall",
+    "ToolResult",
+    "check_messages",
+    "check_session_id",
+    "check_steer_text",
+    "open_session",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
+
+#: The longest session id (in UTF-8 bytes) every store must hold exactly. Longer ids
+#: are refused with ``ValueError`` rather than silently truncated by a key column.
+MAX_SESSION_ID_BYTES: Final = 512
+
+
+def _check_str(owner: str, field: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{owner}.{field} must be str, not {type(value).__name__}")
+    _check_encodable(f"{owner}.{field}", value)
+
+
+def _check_encodable(what: str, value: str) -> None:
+    # A lone surrogate cannot be written as UTF-8, so no database can store it;
+    # refusing it here beats a driver error halfway through a save.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{what} contains a lone surrogate at index {exc.start}; it is not valid Unicode text"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Plain text written by a person or the model."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        _check_str("Text", "text", self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A model's request to run a tool. ``arguments`` is the raw JSON text the model
+    produced: stores keep it byte for byte and never parse it (it may not even be
+    valid JSON, as when a reply was cut off)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def __post_init__(self) -> None:
+        _check_str("ToolCall", "id", self.id)
+        _check_str("ToolCall", "name", self.name)
+        _check_str("ToolCall", "arguments", self.arguments)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returned, referring to the ``ToolCall.id`` it answers."""
+
+    call_id: str
+    content: str
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        _check_str("ToolResult", "call_id", self.call_id)
+        _check_str("ToolResult", "content", self.content)
+        if not isinstance(self.is_error, bool):
+            raise TypeError(f"ToolResult.is_error must be bool, not {type(self.is_error).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """Binary data (an image, a file) with its media type; the bytes are kept exactly."""
+
+    media_type: str
+    data: bytes
+
+    def __post_init__(self) -> None:
+        _check_str("Attachment", "media_type", self.media_type)
+        if type(self.data) is not bytes:
+            raise TypeError(f"Attachment.data must be bytes, not {type(self.data).__name__}")
+
+
+Content = Union[Text, ToolCall, ToolResult, Attachment]
+_CONTENT_TYPES: Final = (Text, ToolCall, ToolResult, Attachment)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One entry of a transcript: a role and its ordered content.
+
+    ``content`` may be given as any sequence; it is stored as a tuple so a message,
+    once made, cannot change under a store that keeps a reference to it.
+    """
+
+    role: Role
+    content: tuple[Content, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, str):
+            raise TypeError(f"Message.role must be str, not {type(self.role).__name__}")
+        if self.role not in ROLES:
+            raise ValueError(f"Message.role must be one of {sorted(ROLES)}, not {self.role!r}")
+        content = self.content
+        if isinstance(content, (str, bytes)) or not isinstance(content, Sequence):
+            raise TypeError(
+                f"Message.content must be a sequence of Text, ToolCall, ToolResult or "
+                f"Attachment, not {type(content).__name__}"
+            )
+        for i, part in enumerate(content):
+            if not isinstance(part, _CONTENT_TYPES):
+                raise TypeError(
+                    f"Message.content[{i}] must be Text, ToolCall, ToolResult or Attachment, "
+                    f"not {type(part).__name__}"
+                )
+        if type(content) is not tuple:
+            object.__setattr__(self, "content", tuple(content))
+
+    @classmethod
+    def text(cls, role: Role, text: str) -> Message:
+        """A message holding one piece of text: ``Message.text("user", "hi")``."""
+        return cls(role, (Text(text),))
+
+
+def check_session_id(session: object) -> str:
+    """Return ``session`` if it is a usable session id, else raise.
+
+    Session ids are exact strings: stores compare them byte for byte, with no case,
+    accent, Unicode-normalization or trailing-space folding.
+
+    :raises TypeError: ``session`` is not a ``str``.
+    :raises ValueError: it is empty, not valid Unicode, or longer than
+        :data:`MAX_SESSION_ID_BYTES` bytes of UTF-8.
+    """
+    if not isinstance(session, str):
+        raise TypeError(f"session must be str, not {type(session).__name__}")
+    if not session:
+        raise ValueError("session must not be empty")
+    _check_encodable("session", session)
+    size = len(session.encode("utf-8"))
+    if size > MAX_SESSION_ID_BYTES:
+        raise ValueError(
+            f"session is {size} bytes of UTF-8; the limit is {MAX_SESSION_ID_BYTES}"
+        )
+    return session
+
+
+def check_messages(messages: object) -> tuple[Message, ...]:
+    """Return ``messages`` as a tuple if every item is a :class:`Message`, else raise.
+
+    Call it before writing anything, so a bad item leaves the stored transcript as it was.
+
+    :raises TypeError: ``messages`` is not a sequence of ``Message``.
+    """
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise TypeError(f"messages must be a sequence of Message, not {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise TypeError(f"messages[{i}] must be Message, not {type(message).__name__}")
+    return tuple(messages)
+
+
+def check_steer_text(text: object) -> str:
+    """Return ``text`` if it can be queued as a steer, else raise.
+
+    :raises TypeError: ``text`` is not a ``str``.
+    :raises ValueError: it is not valid Unicode (a lone surrogate).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, not {type(text).__name__}")
+    _check_encodable("text", text)
+    return text
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A backend holding many sessions' transcripts and steer queues.
+
+    Every method checks its arguments (``check_session_id`` and friends) and raises
+    ``TypeError``/``ValueError`` before touching the backend.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        """Make the session's transcript exactly ``messages`` (replace, never append),
+        atomically: a reader sees the old transcript or the new one, never a mix."""
+
+    async def messages(self, session: str) -> list[Message]:
+        """The transcript in the order saved; ``[]`` for a session never used. The
+        list is the caller's: changing it changes nothing stored."""
+
+    async def add_steer(self, session: str, text: str) -> None:
+        """Queue one steer for the session."""
+
+    async def take_steers(self, session: str) -> list[str]:
+        """Remove and return every queued steer, oldest first; ``[]`` when none. Each
+        steer is returned by exactly one call, across every handle on the backend."""
+
+
+class SyncStore(Protocol):
+    """The same contract as :class:`Store` with plain methods; the suite drives it
+    from threads where ``Store`` is driven from tasks."""
+
+    def save(self, session: str, messages: Sequence[Message]) -> None: ...
+    def messages(self, session: str) -> list[Message]: ...
+    def add_steer(self, session: str, text: str) -> None: ...
+    def take_steers(self, session: str) -> list[str]: ...
+
+
+class Session:
+    """One conversation, already addressed, so nothing has to thread its id around.
+
+    Made by :func:`open_session`. Its methods are coroutines whatever the store's are.
+    """
+
+    __slots__ = ("_id", "_store")
+
+    def __init__(self, session_id: str, store: Store | SyncStore) -> None:
+        self._id = check_session_id(session_id)
+        self._store = store
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def __repr__(self) -> str:
+        return f"Session({self._id!r}, {self._store!r})"
+
+    async def save(self, messages: Sequence[Message]) -> None:
+        await _maybe_await(self._store.save(self._id, messages))
+
+    async def messages(self) -> list[Message]:
+        return await _maybe_await(self._store.messages(self._id))
+
+    async def steer(self, text: str) -> None:
+        await _maybe_await(self._store.add_steer(self._id, text))
+
+    async def take_steers(self) -> list[str]:
+        return await _maybe_await(self._store.take_steers(self._id))
+
+
+async def _maybe_await(value: Awaitable[object] | object):  # type: ignore[no-untyped-def]
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def open_session(session_id: str, store: Store | SyncStore) -> Session:
+    """Bind ``store`` to one conversation.
+
+    :raises TypeError, ValueError: ``session_id`` is not a usable id (see
+        :func:`check_session_id`).
+    """
+    return Session(session_id, store)
