@@ -21,6 +21,7 @@ __all__ = [
     "Role",
     "Session",
     "Store",
+    "StoreError",
     "SyncStore",
     "Text",
     "ToolCall",
@@ -199,6 +200,14 @@ def check_steer_text(text: object) -> str:
         raise TypeError(f"text must be str, not {type(text).__name__}")
     _check_encodable("text", text)
     return text
+
+
+class StoreError(RuntimeError):
+    """A backend failed (a closed pool, a lost connection, a value the database refused).
+
+    Stores raise it ``from`` the driver's exception, with a message that names the
+    operation and the session, and only after making sure nothing was half-written.
+    """
 
 
 @runtime_checkable
