@@ -1,0 +1,251 @@
+"""Name the corruption: given what went into a store and what came out, say what kind
+of damage it is (keys reordered, NUL lost, sessions merged by case...), in words a
+store author can act on. Every function returns one line, never raises."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+
+from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
+
+__all__ = [
+    "describe_id_merge",
+    "describe_steers",
+    "describe_text",
+    "describe_transcript",
+    "shorten",
+]
+
+
+def shorten(value: object, limit: int = 120) -> str:
+    """``repr(value)``, cut in the middle when long so both ends stay visible."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    keep = (limit - 5) // 2
+    return f"{text[:keep]} ... {text[-keep:]} ({len(text)} chars)"
+
+
+def _json_pairs(text: str) -> object:
+    """Parse keeping every key, duplicates and order included."""
+    return json.loads(text, object_pairs_hook=lambda pairs: ("obj", pairs))
+
+
+def _has_duplicate_keys(value: object) -> bool:
+    if isinstance(value, tuple) and value[:1] == ("obj",):
+        pairs = value[1]
+        keys = [k for k, _ in pairs]
+        return len(keys) != len(set(keys)) or any(_has_duplicate_keys(v) for _, v in pairs)
+    if isinstance(value, list):
+        return any(_has_duplicate_keys(v) for v in value)
+    return False
+
+
+def _key_orders(value: object) -> list[list[str]]:
+    if isinstance(value, tuple) and value[:1] == ("obj",):
+        pairs = value[1]
+        orders = [[k for k, _ in pairs]]
+        for _, v in pairs:
+            orders += _key_orders(v)
+        return orders
+    if isinstance(value, list):
+        return [o for v in value for o in _key_orders(v)]
+    return []
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[^\s"]+|\s+')
+
+
+def _numbers(text: str) -> list[str]:
+    return [t for t in re.findall(r'"(?:[^"\\]|\\.)*"|-?\d[\d.eE+-]*', text) if not t.startswith('"')]
+
+
+def _describe_json(sent: str, got: str) -> str | None:
+    try:
+        sent_value = _json_pairs(sent)
+        got_value = _json_pairs(got)
+    except ValueError:
+        return None
+    found: list[str] = []
+    if _has_duplicate_keys(sent_value) and not _has_duplicate_keys(got_value):
+        found.append("duplicate key dropped")
+    sent_orders, got_orders = _key_orders(sent_value), _key_orders(got_value)
+    if sent_orders != got_orders and (
+        [sorted(set(o)) for o in sent_orders] == [sorted(set(o)) for o in got_orders]
+        or "duplicate key dropped" in found
+    ):
+        found.append("keys reordered")
+    if [t for t in _TOKEN.findall(sent) if t.isspace()] != [t for t in _TOKEN.findall(got) if t.isspace()]:
+        found.append("whitespace changed")
+    sent_numbers, got_numbers = _numbers(sent), _numbers(got)
+    if len(sent_numbers) == len(got_numbers) and sent_numbers != got_numbers:
+        rewritten = [(a, b) for a, b in zip(sent_numbers, got_numbers, strict=False) if a != b]
+        example = f" ({rewritten[0][0]} became {rewritten[0][1]})" if rewritten else ""
+        found.append(f"number rewritten{example}")
+    sent_strings = re.findall(r'"(?:[^"\\]|\\.)*"', sent)
+    got_strings = re.findall(r'"(?:[^"\\]|\\.)*"', got)
+    if sorted(sent_strings) != sorted(got_strings) and "\\u" in sent:
+        found.append("escape sequences rewritten")
+    if not found:
+        return None
+    return "raw JSON re-encoded (" + ", ".join(found) + "): the store parsed the arguments, as a " \
+        "Postgres jsonb or MySQL JSON column does; keep them as text"
+
+
+def describe_text(sent: str, got: str) -> str:
+    """What happened to one piece of text between ``sent`` and ``got``."""
+    if sent == got:
+        return "unchanged"
+    if not isinstance(got, str):
+        return f"came back as {type(got).__name__}, not str"
+    sent_bytes, got_bytes = sent.encode("utf-8"), got.encode("utf-8", "surrogatepass")
+    if got == sent.replace("\x00", ""):
+        return "NUL lost: every \\x00 character was dropped"
+    if "\x00" in sent and got == sent[: sent.index("\x00")]:
+        return "truncated at the first NUL (a C-string boundary)"
+    if got == sent.rstrip():
+        return "trailing whitespace stripped (a PAD SPACE comparison or a strip())"
+    if got == sent.strip():
+        return "surrounding whitespace stripped"
+    if got == sent.replace("\r\n", "\n"):
+        return "CRLF turned into LF (a text-mode or newline-normalizing layer)"
+    for form in ("NFC", "NFD", "NFKC", "NFKD"):
+        if got == unicodedata.normalize(form, sent):
+            return f"Unicode normalized to {form}"
+    as_json = _describe_json(sent, got)
+    if as_json:
+        return as_json
+    if len(got_bytes) < len(sent_bytes) and sent_bytes.startswith(got_bytes.rstrip(b"?")):
+        return (
+            f"truncated at {len(got_bytes)} bytes of {len(sent_bytes)} "
+            "(a length-limited column such as TEXT or VARCHAR)"
+        )
+    if got == sent.lower() or got == sent.upper():
+        return "case changed"
+    if "\ufffd" in got and "\ufffd" not in sent:
+        return "characters replaced by U+FFFD (an encoding that cannot hold them, e.g. utf8mb3 or latin1)"
+    if "?" in got and len(got) == len(sent) and "?" not in sent:
+        return "characters replaced by '?' (a charset that cannot hold them, e.g. latin1)"
+    return "text changed"
+
+
+def _describe_part(sent: Content, got: Content) -> str:
+    if type(sent) is not type(got):
+        return f"a {type(sent).__name__} came back as a {type(got).__name__}"
+    if isinstance(sent, Attachment):
+        assert isinstance(got, Attachment)
+        if sent.data != got.data:
+            try:
+                if got.data == sent.data.decode("utf-8", "replace").encode("utf-8"):
+                    return "attachment bytes decoded as text (invalid UTF-8 replaced)"
+            except Exception:
+                pass
+            return f"attachment bytes changed ({len(sent.data)} bytes went in, {len(got.data)} came out)"
+        return f"media_type: {describe_text(sent.media_type, got.media_type)}"
+    fields: tuple[str, ...] = {
+        Text: ("text",),
+        ToolCall: ("id", "name", "arguments"),
+        ToolResult: ("call_id", "content", "is_error"),
+    }[type(sent)]
+    for field in fields:
+        a, b = getattr(sent, field), getattr(got, field)
+        if a != b:
+            if isinstance(a, str) and isinstance(b, str):
+                return f"{type(sent).__name__}.{field}: {describe_text(a, b)}"
+            return f"{type(sent).__name__}.{field}: {a!r} came back as {b!r}"
+    return "unchanged"
+
+
+def describe_transcript(
+    sent: Sequence[Message], got: Sequence[Message], previous: Sequence[Message] = ()
+) -> str:
+    """What happened to a saved transcript; ``previous`` is what the session held before."""
+    sent, got, previous = list(sent), list(got), list(previous)
+    if sent == got:
+        return "unchanged"
+    if previous and got == previous + sent:
+        return "appended instead of replaced: the save added to the old transcript"
+    if got == previous and sent != previous:
+        if not sent:
+            return "saving an empty list left the old transcript in place"
+        return "the save was ignored: the previous transcript is still there"
+    if len(got) != len(sent):
+        if got == sent[: len(got)]:
+            return f"messages lost: {len(got)} of {len(sent)} came back (the rest cut off)"
+        if got == sent + sent:
+            return "messages duplicated: the transcript came back twice"
+        return f"{len(sent)} messages saved, {len(got)} came back"
+    if sorted(map(repr, sent)) == sorted(map(repr, got)):
+        return "messages reordered"
+    for i, (a, b) in enumerate(zip(sent, got, strict=True)):
+        if a == b:
+            continue
+        if a.role != b.role:
+            return f"message {i}: role {a.role!r} came back as {b.role!r}"
+        if len(a.content) != len(b.content):
+            return f"message {i}: {len(a.content)} content parts saved, {len(b.content)} came back"
+        for j, (pa, pb) in enumerate(zip(a.content, b.content, strict=True)):
+            if pa != pb:
+                return f"message {i}, content[{j}] {_describe_part(pa, pb)}"
+    return "transcript changed"
+
+
+def describe_steers(sent: Sequence[str], got: Sequence[str]) -> str:
+    """What happened to a queue of steers: lost, duplicated, unexpected, out of order."""
+    sent, got = list(sent), list(got)
+    if sent == got:
+        return "unchanged"
+    want, have = Counter(sent), Counter(got)
+    lost = want - have
+    extra = have - want
+    problems = []
+    if lost and extra and len(sent) == len(got):
+        pairs = [(a, b) for a, b in zip(sent, got, strict=True) if a != b]
+        return f"steer text changed: {describe_text(pairs[0][0], pairs[0][1])}"
+    if lost:
+        if len(set(sent)) < len(sent) and set(got) == set(sent):
+            problems.append(f"identical steers merged into one ({sum(lost.values())} lost)")
+        else:
+            problems.append(f"{sum(lost.values())} steer(s) lost")
+    dup = Counter({k: have[k] - want[k] for k in have if k in want and have[k] > want[k]})
+    if dup:
+        problems.append(f"{sum(dup.values())} steer(s) duplicated")
+    unexpected = [k for k in have if k not in want]
+    if unexpected:
+        problems.append(f"{len(unexpected)} steer(s) never added came back")
+    if not problems:
+        if got == sent[::-1]:
+            return "steers returned last-in-first-out (newest first)"
+        return "steers out of order: returned in a different order than added"
+    return ", ".join(problems)
+
+
+def describe_id_merge(one: str, other: str) -> str:
+    """Why a store would treat two distinct session ids as one."""
+    if one.casefold() == other.casefold():
+        return "ids that differ only by case were merged (a case-insensitive collation)"
+    if one.rstrip(" ") == other.rstrip(" "):
+        return "ids that differ only by trailing spaces were merged (a PAD SPACE collation or strip())"
+    if unicodedata.normalize("NFC", one) == unicodedata.normalize("NFC", other):
+        return "ids that differ only by Unicode normalization (NFC vs NFD) were merged"
+
+    def strip_accents(s: str) -> str:
+        return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
+
+    if strip_accents(one).casefold() == strip_accents(other).casefold():
+        return "ids that differ only by accents were merged (an accent-insensitive collation)"
+    if "\x00" in one + other and one.split("\x00")[0] == other.split("\x00")[0]:
+        return "ids were cut at a NUL character"
+    if one.startswith(other) or other.startswith(one):
+        shorter = min(len(one), len(other))
+        return (
+            f"an id was merged with its {shorter}-character prefix "
+            "(ids truncated, or matched with LIKE/startswith)"
+        )
+    if "%" in one + other or "_" in one + other:
+        return "ids with SQL wildcards (% or _) matched other ids (LIKE instead of =)"
+    return "two distinct ids share data (ids hashed or truncated?)"
