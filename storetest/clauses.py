@@ -104,7 +104,7 @@ class _Check:
 
     def raise_if_any(self) -> None:
         if self.violations:
-            what = (self.clause.__doc__ or "").strip().splitlines()[0]
+            what = " ".join((self.clause.__doc__ or "").strip().split("\n\n")[0].split())
             raise ConformanceFailure(self.clause.__name__, self.violations, what)
 
 

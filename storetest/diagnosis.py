@@ -81,11 +81,11 @@ def _describe_json(sent: str, got: str) -> str | None:
         found.append("keys reordered")
     if [t for t in _TOKEN.findall(sent) if t.isspace()] != [t for t in _TOKEN.findall(got) if t.isspace()]:
         found.append("whitespace changed")
-    sent_numbers, got_numbers = _numbers(sent), _numbers(got)
-    if len(sent_numbers) == len(got_numbers) and sent_numbers != got_numbers:
-        rewritten = [(a, b) for a, b in zip(sent_numbers, got_numbers, strict=False) if a != b]
-        example = f" ({rewritten[0][0]} became {rewritten[0][1]})" if rewritten else ""
-        found.append(f"number rewritten{example}")
+    sent_numbers, got_numbers = Counter(_numbers(sent)), Counter(_numbers(got))
+    if sum(sent_numbers.values()) == sum(got_numbers.values()) and sent_numbers != got_numbers:
+        before = sorted(sent_numbers - got_numbers)[0]
+        after = sorted(got_numbers - sent_numbers)[0]
+        found.append(f"number rewritten ({before} became {after})")
     sent_strings = re.findall(r'"(?:[^"\\]|\\.)*"', sent)
     got_strings = re.findall(r'"(?:[^"\\]|\\.)*"', got)
     if sorted(sent_strings) != sorted(got_strings) and "\\u" in sent:

@@ -263,23 +263,36 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report.user_properties.append(("storetest_clause", marker.kwargs["clause"]))
     report.user_properties.append(("storetest_run", marker.kwargs["run"]))
     if report.failed and call.excinfo is not None:
-        report.user_properties.append(("storetest_diagnosis", _diagnosis(call.excinfo.value)))
+        error = call.excinfo.value
+        report.user_properties.append(("storetest_diagnosis", _diagnosis(error)))
         seed = dict(item.user_properties).get("storetest_seed")
-        if seed is not None and report.when == "call":
-            report.sections.append((
-                "storetest: reproduce",
-                f"pytest '{item.nodeid}' --storetest-seed={seed}"
-                f" --storetest-profile={item.config.getoption('storetest_profile')}",
-            ))
+        if report.when == "call":
+            failures = _conformance_failures(error)
+            if failures:
+                # The clause's own message says everything; the harness traceback does not.
+                report.longrepr = "\n".join(
+                    [str(f) for f in failures] + [*getattr(error, "__notes__", [])]
+                )
+            if seed is not None:
+                report.sections.append((
+                    "storetest: reproduce",
+                    f"pytest '{item.nodeid}' --storetest-seed={seed}"
+                    f" --storetest-profile={item.config.getoption('storetest_profile')}",
+                ))
+
+
+def _conformance_failures(error: BaseException) -> list[ConformanceFailure]:
+    if isinstance(error, ConformanceFailure):
+        return [error]
+    if isinstance(error, BaseExceptionGroup):
+        return [f for inner in error.exceptions for f in _conformance_failures(inner)]
+    return []
 
 
 def _diagnosis(error: BaseException) -> str:
-    if isinstance(error, ConformanceFailure):
-        return error.diagnosis
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            if isinstance(inner, ConformanceFailure):
-                return inner.diagnosis
+    failures = _conformance_failures(error)
+    if failures:
+        return failures[0].diagnosis
     first = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"the store raised {type(error).__name__}: {first}"[:300]
 

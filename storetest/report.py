@@ -4,6 +4,7 @@ rendered as a terminal table, Markdown or JSON. Pure functions; the plugin feeds
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -38,18 +39,17 @@ def _summary(rows: Sequence[ClauseResult]) -> str:
     return f"{len(rows)} clauses: " + ", ".join(parts)
 
 
-def render_text(results: Sequence[ClauseResult], width: int = 120) -> str:
+def render_text(results: Sequence[ClauseResult], width: int = 100) -> str:
+    """A row per clause; a failure's diagnosis follows on its own wrapped lines."""
     lines = []
     for run, rows in _runs(results).items():
         lines.append(f"{run}: {_summary(rows)}")
         name_width = max(len(r.clause) for r in rows)
         for r in rows:
-            head = f"  {_SHOWN[r.outcome]:5} {r.clause:<{name_width}}  {r.seconds:6.2f}s"
-            note = r.diagnosis
-            room = max(20, width - len(head) - 2)
-            if len(note) > room:
-                note = note[: room - 3] + "..."
-            lines.append(f"{head}  {note}".rstrip())
+            lines.append(f"  {_SHOWN[r.outcome]:5} {r.clause:<{name_width}}  {r.seconds:6.2f}s")
+            if r.diagnosis:
+                lines += textwrap.wrap(r.diagnosis, max(40, width - 2), initial_indent="        ",
+                                       subsequent_indent="        ")
     return "\n".join(lines)
 
 

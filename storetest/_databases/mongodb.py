@@ -110,8 +110,14 @@ def _from_server(base: str) -> Iterator[str]:
 def _from_docker() -> Iterator[str]:
     try:
         from testcontainers.community.mongodb import MongoDbContainer
-    except ImportError:  # testcontainers before the community split
-        from testcontainers.mongodb import MongoDbContainer
+    except ImportError:
+        try:  # testcontainers before the community split
+            from testcontainers.mongodb import MongoDbContainer
+        except ImportError:
+            raise Unavailable(
+                "a Docker engine answers, but testcontainers is not installed "
+                "(pip install 'storetest[docker]'); " + HOW_TO_ENABLE
+            ) from None
 
     container = MongoDbContainer(IMAGE)
     container.start()

@@ -42,6 +42,8 @@ _SERVER_NAMES = ("mariadbd", "mysqld")
 _SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin")
 _INSTALL_DB_NAMES = ("mariadb-install-db", "mysql_install_db")
 
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
 # A unix socket path longer than this is refused by the kernel (108 bytes on Linux).
 _MAX_SOCKET_PATH = 100
 
@@ -49,8 +51,9 @@ _MAX_SOCKET_PATH = 100
 def connect(url: str, **kwargs: Any) -> Any:
     """A pymysql connection for a ``mysql://user:password@host:port/dbname`` URL.
 
-    The connection speaks ``utf8mb4`` and has autocommit off; ``kwargs`` are passed to
-    :func:`pymysql.connect` and override those defaults.
+    The connection speaks ``utf8mb4`` and has autocommit off (and skips TLS to a
+    loopback address); ``kwargs`` are passed to :func:`pymysql.connect` and override
+    those defaults.
 
     :raises ValueError: ``url`` is not a ``mysql://`` (or ``mariadb://``) URL.
     """
@@ -67,6 +70,11 @@ def connect(url: str, **kwargs: Any) -> Any:
         "charset": "utf8mb4",
         "autocommit": False,
     }
+    if options["host"] in _LOOPBACK:
+        # pymysql otherwise tries TLS ("preferred") and builds a fresh SSL context per
+        # connection, ~100 ms of loading CA certificates, for a socket that never
+        # leaves the machine.
+        options["ssl_disabled"] = True
     database = unquote(parts.path.lstrip("/"))
     if database:
         options["database"] = database
