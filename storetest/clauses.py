@@ -9,6 +9,7 @@ real bugs it exists to catch. ``CLAUSES`` lists them in the order they run.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from collections import Counter
@@ -125,14 +126,14 @@ def _examples(t: Target, *strategies_: st.SearchStrategy[Any], scale: float = 1.
         settings = type(settings)(settings, max_examples=max(2, int(settings.max_examples * scale)))
 
     def decorate(fn: Callable[..., None]) -> Callable[[], None]:
-        return seed(t.seed)(settings(given(*strategies_)(fn)))  # type: ignore[no-any-return]
+        return seed(t.seed)(settings(given(*strategies_)(fn)))
 
     return decorate
 
 
 def _rounds(t: Target, base: int) -> int:
     """How many rounds a concurrency clause runs: more under slower, thorough profiles."""
-    return max(1, round(base * t.settings.max_examples / 20))
+    return max(1, round(base * int(t.settings.max_examples) / 20))
 
 
 def _texts(n: int, label: str) -> list[Message]:
@@ -492,11 +493,11 @@ def _account(check: _Check, session: str, added: list[str], takes: list[_Take]) 
     series: dict[str, list[str]] = {}
     for s in added:
         series.setdefault(s.split("-")[0], []).append(s)
-    for name, items in series.items():
-        for earlier, later in zip(items, items[1:], strict=False):
+    for items in series.values():
+        for earlier, later in itertools.pairwise(items):
             a, b = where[earlier], where[later]
             if (a is b and position[earlier] > position[later]) or (a is not b and a.started > b.ended):
-                batch = a.steers if a is b else b.steers + ["..."] + a.steers
+                batch = a.steers if a is b else [*b.steers, "...", *a.steers]
                 check.add(
                     session,
                     f"steers out of order: {later!r} was handed out before {earlier!r}, which was "
@@ -787,7 +788,7 @@ def store_matches_model(t: Target) -> None:
     settings = type(t.settings)(
         t.settings, max_examples=max(2, t.settings.max_examples // 2), stateful_step_count=20
     )
-    seed(t.seed)(run_state_machine_as_test)(StoreModel, settings=settings)
+    seed(t.seed)(run_state_machine_as_test)(StoreModel, settings=settings)  # type: ignore[no-untyped-call]
 
 
 # --- 14: bad input -----------------------------------------------------------------------
@@ -831,7 +832,7 @@ def bad_input_is_rejected(t: Target) -> None:
                 if argument not in str(exc):
                     check.add(session, f"{call} raised {type(exc).__name__} that does not name the "
                               f"argument {argument!r}: {exc}")
-            except Exception as exc:  # noqa: BLE001 - any other error is the finding
+            except Exception as exc:
                 check.add(session, f"{call} raised {type(exc).__name__} ({exc}); expected "
                           f"TypeError or ValueError naming {argument!r}")
             else:

@@ -8,9 +8,9 @@ pytest, Hypothesis or any database driver.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol, Union, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "MAX_SESSION_ID_BYTES",
@@ -111,7 +111,7 @@ class Attachment:
             raise TypeError(f"Attachment.data must be bytes, not {type(self.data).__name__}")
 
 
-Content = Union[Text, ToolCall, ToolResult, Attachment]
+Content = Text | ToolCall | ToolResult | Attachment
 _CONTENT_TYPES: Final = (Text, ToolCall, ToolResult, Attachment)
 
 
@@ -267,16 +267,19 @@ class Session:
         await _maybe_await(self._store.save(self._id, messages))
 
     async def messages(self) -> list[Message]:
-        return await _maybe_await(self._store.messages(self._id))
+        result: list[Message] = await _maybe_await(self._store.messages(self._id))
+        return result
 
     async def steer(self, text: str) -> None:
         await _maybe_await(self._store.add_steer(self._id, text))
 
     async def take_steers(self) -> list[str]:
-        return await _maybe_await(self._store.take_steers(self._id))
+        result: list[str] = await _maybe_await(self._store.take_steers(self._id))
+        return result
 
 
-async def _maybe_await(value: Awaitable[object] | object):  # type: ignore[no-untyped-def]
+async def _maybe_await(value: Any) -> Any:
+    # One Session serves async and sync stores alike.
     if inspect.isawaitable(value):
         return await value
     return value

@@ -254,12 +254,12 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
     outcome = yield
     marker = item.get_closest_marker("storetest")
     if marker is None:
         return
-    report = outcome.get_result()
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
     report.user_properties.append(("storetest_clause", marker.kwargs["clause"]))
     report.user_properties.append(("storetest_run", marker.kwargs["run"]))
     if report.failed and call.excinfo is not None:

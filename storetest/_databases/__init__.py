@@ -21,8 +21,8 @@ import contextlib
 import fcntl
 import json
 import os
-import signal
 import shutil
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterator

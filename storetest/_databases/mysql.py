@@ -201,9 +201,7 @@ def _start_local(directory: Path, server: str, install: str) -> LocalServer:
             check=False,
         )
     if done.returncode != 0:
-        raise Unavailable(
-            f"{install} failed (exit {done.returncode}):\n{_tail(install_log)}"
-        )
+        raise Unavailable(f"{install} failed (exit {done.returncode}):\n{_tail(install_log)}")
     socket_path = directory / "sock"
     if len(str(socket_path)) > _MAX_SOCKET_PATH:
         socket_path = Path(tempfile.gettempdir()) / f"storetest-mysql-{os.getpid()}.sock"
