@@ -8,6 +8,7 @@ pytest, Hypothesis or any database driver.
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, runtime_checkable
@@ -184,10 +185,13 @@ def check_messages(messages: object) -> tuple[Message, ...]:
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TypeError(f"messages must be a sequence of Message, not {type(messages).__name__}")
-    for i, message in enumerate(messages):
-        if not isinstance(message, Message):
-            raise TypeError(f"messages[{i}] must be Message, not {type(message).__name__}")
-    return tuple(messages)
+    items = tuple(messages)
+    # The fast path matters: agents save the whole transcript before every request.
+    if not all(map(isinstance, items, itertools.repeat(Message))):
+        for i, message in enumerate(items):
+            if not isinstance(message, Message):
+                raise TypeError(f"messages[{i}] must be Message, not {type(message).__name__}")
+    return items
 
 
 def check_steer_text(text: object) -> str:

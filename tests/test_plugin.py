@@ -1,0 +1,218 @@
+"""run_conformance as a store author meets it: collection, factory kinds, skips, errors,
+the report, profiles and xdist. Each inner run is a real pytest session (pytester)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from storetest.clauses import CLAUSES
+
+pytest_plugins = ["pytester"]
+
+CLAUSE_NAMES = [c.__name__ for c in CLAUSES]
+QUICK = "-k", "round_trips_exactly or in_order_exactly_once or unknown_session"
+
+
+def test_one_line_module_gives_one_test_per_clause(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+        run_conformance(MemoryStore)
+        """
+    )
+    result = pytester.runpytest("--collect-only", "-q")
+    ids = [line for line in result.outlines if "::" in line]
+    assert ids == [
+        f"test_one_line_module_gives_one_test_per_clause.py::TestConformance_MemoryStore::test_{n}"
+        for n in CLAUSE_NAMES
+    ]
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        "def factory():\n    return MemoryStore()",
+        "async def factory():\n    return MemoryStore()",
+        "def factory(teardowns):\n    yield MemoryStore()\n    teardowns.append('sync')",
+        "async def factory(teardowns):\n    yield MemoryStore()\n    teardowns.append('async')",
+        "def factory(tmp_path):\n    with SQLiteStore(tmp_path / 'db') as store:\n        yield store",
+        "factory = lambda: MemoryStore()",
+    ],
+    ids=["plain", "async", "generator", "async-generator", "fixture-parameter", "lambda"],
+)
+def test_every_kind_of_factory_works(pytester: pytest.Pytester, factory: str) -> None:
+    pytester.makepyfile(
+        f"""
+        import pytest
+        from reference_stores.memory import MemoryStore
+        from reference_stores.sqlite import SQLiteStore
+        from storetest import run_conformance
+
+        TEARDOWNS = []
+
+        @pytest.fixture
+        def teardowns():
+            return TEARDOWNS
+
+        {factory.replace(chr(10), chr(10) + ' ' * 8)}
+
+        run_conformance(factory, name="kind")
+
+        def test_zz_teardowns_ran():
+            assert len(TEARDOWNS) in (0, 3)
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly", "-k", QUICK[1] + " or teardowns_ran")
+    result.assert_outcomes(passed=4)
+
+
+def test_an_assigned_class_is_collected_once_under_its_name(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+        TestMemory = run_conformance(MemoryStore)
+        """
+    )
+    result = pytester.runpytest("--collect-only", "-q")
+    ids = [line for line in result.outlines if "::" in line]
+    assert len(ids) == len(CLAUSE_NAMES)
+    assert all("::TestMemory::" in i for i in ids)
+
+
+def test_replica_clauses_skip_with_a_reason_that_says_how_to_enable_them(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+        run_conformance(MemoryStore, name="solo")
+        """
+    )
+    result = pytester.runpytest("-rs", "-k", "replicas_share or once_across_replicas")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*pass replica=<factory> to run_conformance*"])
+
+
+def test_skip_runs_nothing_and_reports_the_reason(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+        run_conformance(MemoryStore, skip={"large_values_round_trip": "our backend caps rows at 1 KiB"})
+        """
+    )
+    result = pytester.runpytest("-k", "large_values")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*skip*large_values_round_trip*", "*our backend caps rows at 1 KiB*"])
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ("run_conformance(MemoryStore())", "*must be a callable that returns a store*"),
+        ("run_conformance(MemoryStore, skip={'no_such_clause': 'x'})", "*unknown clauses*no_such_clause*"),
+    ],
+)
+def test_a_misconfigured_call_says_how_to_fix_it(
+    pytester: pytest.Pytester, call: str, message: str
+) -> None:
+    pytester.makepyfile(
+        f"""
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+        {call}
+        """
+    )
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error
+    result.stdout.fnmatch_lines([message])
+
+
+def test_a_factory_that_returns_no_store_is_named_as_such(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from storetest import run_conformance
+        run_conformance(lambda: {"not": "a store"}, name="dict")
+        """
+    )
+    result = pytester.runpytest("-k", "unknown_session")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*has no save, messages, add_steer, take_steers method*"])
+
+
+BROKEN = """
+from reference_stores.memory import MemoryStore
+from storetest import run_conformance
+
+class Lifo(MemoryStore):
+    async def take_steers(self, session):
+        return (await super().take_steers(session))[::-1]
+
+run_conformance(Lifo, replica=lambda primary: Lifo(primary.backend), name="lifo")
+"""
+
+
+def test_a_failure_shows_the_diagnosis_in_the_table_and_how_to_reproduce(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(BROKEN)
+    report = pytester.path / "report.json"
+    result = pytester.runpytest("-k", "in_order_exactly_once", f"--storetest-report={report}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*storetest conformance (profile fast)*",
+        "lifo: 1 clauses: 0 passed, 1 failed, 0 skipped",
+        "*FAIL*steers_are_taken_in_order_exactly_once*",
+        "*steers returned last-in-first-out*",
+    ])
+    result.stdout.fnmatch_lines(["*--storetest-seed=*--storetest-profile=fast*"])
+    data = json.loads(report.read_text())
+    (row,) = data["runs"][0]["clauses"]
+    assert row["outcome"] == "failed"
+    assert "last-in-first-out" in row["diagnosis"]
+
+
+def test_markdown_report_has_a_row_per_clause(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+        run_conformance(MemoryStore, name="memory")
+        """
+    )
+    report = pytester.path / "report.md"
+    pytester.runpytest(f"--storetest-report={report}").assert_outcomes(passed=14, skipped=2)
+    text = report.read_text()
+    assert "## memory" in text
+    for name in CLAUSE_NAMES:
+        assert f"| `{name}` |" in text
+
+
+def test_profiles_are_chosen_by_flag_or_environment(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(BROKEN)
+    result = pytester.runpytest("--storetest-profile=nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    monkeypatch.setenv("STORETEST_PROFILE", "ci")
+    result = pytester.runpytest("-k", "in_order")
+    result.stdout.fnmatch_lines(["*storetest conformance (profile ci)*"])
+
+
+def test_the_suite_runs_under_xdist(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+        run_conformance(MemoryStore, replica=lambda primary: primary.replica(), name="memory")
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2")
+    result.assert_outcomes(passed=len(CLAUSE_NAMES))
+    # The controller gathers the workers' results into one table.
+    result.stdout.fnmatch_lines([f"memory: {len(CLAUSE_NAMES)} clauses: {len(CLAUSE_NAMES)} passed*"])

@@ -1,0 +1,511 @@
+"""Tests specific to the SQLite store: its schema, exact keys, cross-process steers,
+given connections, error handling and incremental saves."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reference_stores import sqlite as sqlite_module
+from reference_stores.sqlite import SCHEMA, SQLiteStore
+from storetest.contract import Attachment, Message, StoreError, Text, ToolCall, ToolResult
+
+TABLES = ("storetest_sessions", "storetest_messages", "storetest_steers")
+TEXT_COLUMNS = {
+    ("storetest_sessions", "session"),
+    ("storetest_messages", "session"),
+    ("storetest_messages", "body"),
+    ("storetest_messages", "digest"),
+    ("storetest_steers", "session"),
+    ("storetest_steers", "text"),
+}
+
+
+def turn(i: int) -> Message:
+    return Message.text("user" if i % 2 else "assistant", f"turn {i}: " + "x" * 40)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "store.sqlite"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[SQLiteStore]:
+    with SQLiteStore(db_path) as s:
+        yield s
+
+
+@pytest.fixture
+def traced(db_path: Path) -> Iterator[tuple[SQLiteStore, sqlite3.Connection, list[str]]]:
+    """A store on a connection the test can watch: every statement it runs is logged."""
+    conn = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    with SQLiteStore(conn) as s:
+        yield s, conn, statements
+    conn.close()
+
+
+def run_sql(path: Path, sql: str) -> list[Any]:
+    """Run one statement on a connection of the test's own, bypassing the store."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        return conn.execute(sql).fetchall()
+
+
+def changes_during(conn: sqlite3.Connection, action: Any) -> int:
+    before = conn.total_changes
+    action()
+    return conn.total_changes - before
+
+
+# -- schema and exact values --------------------------------------------------------
+
+
+def test_text_columns_are_declared_text_or_blob(store: SQLiteStore, db_path: Path) -> None:
+    """A column declared JSON or STRING has NUMERIC affinity and turns '1.0' into 1."""
+    declared = {
+        (table, name): decl.upper()
+        for table in TABLES
+        for _, name, decl, *_ in run_sql(db_path, f"PRAGMA table_info({table})")
+    }
+    assert TEXT_COLUMNS <= declared.keys()
+    wrong = {
+        col: decl for col, decl in declared.items() if col in TEXT_COLUMNS and decl not in {"TEXT", "BLOB"}
+    }
+    assert wrong == {}, f"text-holding columns with numeric affinity: {wrong}"
+    others = {col: decl for col, decl in declared.items() if col not in TEXT_COLUMNS}
+    assert set(others.values()) <= {"INTEGER"}, others
+
+
+def test_schema_is_exported_and_idempotent(tmp_path: Path) -> None:
+    """SCHEMA is what the store runs, and opening a second store on the file is harmless."""
+    conn = sqlite3.connect(tmp_path / "plain.sqlite")
+    conn.executescript(SCHEMA)
+    conn.executescript(SCHEMA)
+    conn.close()
+    with SQLiteStore(tmp_path / "plain.sqlite") as s, SQLiteStore(tmp_path / "plain.sqlite") as t:
+        s.save("x", [turn(1)])
+        assert t.messages("x") == [turn(1)]
+
+
+def test_numeric_looking_text_round_trips(store: SQLiteStore, db_path: Path) -> None:
+    """'1.0' stays the text '1.0' in a message, tool arguments, a steer and a session id."""
+    transcript = [
+        Message.text("user", "1.0"),
+        Message(
+            "assistant",
+            (ToolCall("1", "calc", "1.0"), ToolCall("2", "f", '{"z":1,"a":[1, 2],"z":3}')),
+        ),
+        Message("tool", (ToolResult("1", "1e2", is_error=True), Attachment("a/b", b"\x00\xff1.0"))),
+    ]
+    store.save("1.0", transcript)
+    store.add_steer("1.0", "1.0")
+    steer_kinds = run_sql(db_path, "SELECT typeof(session), typeof(text) FROM storetest_steers")
+    assert steer_kinds == [("blob", "blob")]
+    assert store.messages("1.0") == transcript
+    assert store.take_steers("1.0") == ["1.0"]
+    kinds = run_sql(db_path, "SELECT DISTINCT typeof(session), typeof(body) FROM storetest_messages")
+    assert kinds == [("blob", "text")]
+
+
+def test_nul_in_steers_and_session_ids_round_trips(store: SQLiteStore) -> None:
+    """SQL string functions stop at NUL; the store must keep text past it exactly."""
+    session = "a\x00b"
+    store.save(session, [Message.text("user", "before\x00after")])
+    store.add_steer(session, "x\x00y")
+    store.add_steer(session, "\x00")
+    assert store.messages("a") == []
+    assert store.take_steers("a") == []
+    assert store.messages(session) == [Message.text("user", "before\x00after")]
+    assert store.take_steers(session) == ["x\x00y", "\x00"]
+
+
+def test_session_ids_compare_exactly(store: SQLiteStore) -> None:
+    """Case, trailing spaces, NFC/NFD and a NUL suffix make different sessions."""
+    ids = ["a", "A", "a ", "\u00e9", "e\u0301", "a\x00", "\U0001f600"]
+    for i, session in enumerate(ids):
+        store.save(session, [turn(i)])
+        store.add_steer(session, f"steer {i}")
+    for i, session in enumerate(ids):
+        assert store.messages(session) == [turn(i)], session
+        assert store.take_steers(session) == [f"steer {i}"], session
+
+
+def test_bad_arguments_change_nothing(store: SQLiteStore) -> None:
+    """Arguments are checked before the database is touched."""
+    store.save("s", [turn(1)])
+    with pytest.raises(TypeError):
+        store.save("s", [turn(2), "not a message"])  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        store.add_steer("s", "lone \ud800 surrogate")
+    with pytest.raises(ValueError):
+        store.save("", [])
+    assert store.messages("s") == [turn(1)]
+    assert store.take_steers("s") == []
+
+
+# -- concurrency ---------------------------------------------------------------------
+
+
+def _steer_worker(path: str, name: str, count: int, barrier: Any, results: Any) -> None:
+    takes: list[list[str]] = []
+    try:
+        with SQLiteStore(path) as store:
+            barrier.wait()
+            for i in range(count):
+                store.add_steer("queue", f"{name}:{i}")
+                takes.append(store.take_steers("queue"))
+            takes.append(store.take_steers("queue"))
+    except Exception as exc:
+        # Reported rather than raised, so the parent fails with the reason at once
+        # instead of waiting for a result that never comes.
+        results.put((name, f"{type(exc).__name__}: {exc}"))
+    else:
+        results.put((name, takes))
+
+
+def order_problems(steers: list[str]) -> list[str]:
+    """Each adder's steers must come out in the order that adder left them."""
+    last: dict[str, int] = {}
+    for s in steers:
+        name, _, i = s.rpartition(":")
+        if last.get(name, -1) >= int(i):
+            return [f"out of order: {s} after {name}:{last[name]} in {steers}"]
+        last[name] = int(i)
+    return []
+
+
+def check_queue(added: dict[str, int], takes: list[list[str]]) -> list[str]:
+    """Jepsen's total-queue counts, plus order within each take: every problem found."""
+    expected = Counter(f"{name}:{i}" for name, n in added.items() for i in range(n))
+    taken = Counter(s for take in takes for s in take)
+    problems = [f"lost: {s}" for s in expected - taken]
+    problems += [f"duplicated: {s} x{taken[s]}" for s in taken if s in expected and taken[s] > 1]
+    problems += [f"unexpected: {s}" for s in taken if s not in expected]
+    for take in takes:
+        problems += order_problems(take)
+    return problems
+
+
+def test_two_processes_add_and_take_each_steer_exactly_once(db_path: Path) -> None:
+    """Separate processes on one file: no steer lost, duplicated or reordered."""
+    SQLiteStore(db_path).close()
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    results = ctx.Queue()
+    # Enough rounds that the two processes overlap on every run: with a deferred
+    # BEGIN in take_steers this fails with "database is locked" every time.
+    count = 1000
+    procs = [
+        ctx.Process(target=_steer_worker, args=(str(db_path), name, count, barrier, results))
+        for name in ("p1", "p2")
+    ]
+    for p in procs:
+        p.start()
+    by_process = dict(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    failed = {name: r for name, r in by_process.items() if isinstance(r, str)}
+    assert failed == {}
+    with SQLiteStore(db_path) as store:
+        leftover = store.take_steers("queue")
+    takes = [take for process_takes in by_process.values() for take in process_takes]
+    problems = check_queue({"p1": count, "p2": count}, [*takes, leftover])
+    # One process's takes happened one after another, so even across them each
+    # adder's steers must come out in order.
+    for name, process_takes in by_process.items():
+        problems += [f"{name}: {p}" for p in order_problems([s for t in process_takes for s in t])]
+    assert problems == []
+    # Both processes really took steers, so the takes did race.
+    assert all(any(t) for t in by_process.values())
+
+
+def test_threads_and_replicas_take_each_steer_exactly_once(db_path: Path) -> None:
+    """Many threads over one handle and a replica, adding and taking at once."""
+    stores = [SQLiteStore(db_path), SQLiteStore(db_path)]
+    takes: list[list[str]] = []
+    lock = threading.Lock()
+    per_thread = 60
+
+    def work(n: int) -> None:
+        store = stores[n % 2]
+        for i in range(per_thread):
+            store.add_steer("q", f"t{n}:{i}")
+            got = store.take_steers("q")
+            with lock:
+                takes.append(got)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    takes.append(stores[0].take_steers("q"))
+    for s in stores:
+        s.close()
+    assert check_queue({f"t{n}": per_thread for n in range(6)}, takes) == []
+
+
+def test_concurrent_saves_leave_one_whole_transcript(db_path: Path) -> None:
+    """Writers on two handles race; readers only ever see one whole transcript."""
+    a = [Message.text("user", f"a{i}") for i in range(40)]
+    b = [Message.text("user", "a0"), *(Message.text("user", f"b{i}") for i in range(25))]
+    stores = [SQLiteStore(db_path), SQLiteStore(db_path)]
+    seen: list[list[Message]] = []
+    stop = threading.Event()
+
+    def write(n: int) -> None:
+        for i in range(60):
+            stores[n % 2].save("s", a if (i + n) % 2 else b)
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.append(stores[1].messages("s"))
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    reader = threading.Thread(target=read)
+    reader.start()
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    reader.join()
+    final = stores[0].messages("s")
+    for s in stores:
+        s.close()
+    assert final in (a, b)
+    mixed = [m for m in seen if m not in ([], a, b)]
+    assert mixed == [], f"{len(mixed)} reads saw a mix, e.g. {mixed[0][:5]}"
+    assert len(seen) > 0
+
+
+# -- connections and errors ------------------------------------------------------------
+
+
+def test_given_connection_is_used_and_left_open(db_path: Path) -> None:
+    """A store on the application's connection works and does not close it."""
+    conn = sqlite3.connect(db_path, check_same_thread=False)
+    with SQLiteStore(conn) as store:
+        store.save("s", [turn(1), turn(2)])
+        store.add_steer("s", "hi")
+        assert store.messages("s") == [turn(1), turn(2)]
+        with SQLiteStore(db_path) as replica:
+            assert replica.messages("s") == [turn(1), turn(2)]
+            assert replica.take_steers("s") == ["hi"]
+        assert store.take_steers("s") == []
+        assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM storetest_messages").fetchone() == (2,)
+    conn.close()
+
+
+def test_connection_inside_a_transaction_is_refused(db_path: Path) -> None:
+    conn = sqlite3.connect(db_path)
+    conn.execute("CREATE TABLE t (x INTEGER)")
+    conn.execute("INSERT INTO t VALUES (1)")  # the module opened a transaction
+    with pytest.raises(ValueError, match="inside a transaction"):
+        SQLiteStore(conn)
+    conn.close()
+
+
+def test_closed_store_names_the_session(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match=r"save to session 'abc' failed: .*closed"):
+        store.save("abc", [])
+    with pytest.raises(StoreError, match=r"session 'abc'.*closed"):
+        store.messages("abc")
+    with pytest.raises(StoreError, match=r"session 'abc'.*closed"):
+        store.add_steer("abc", "x")
+    with pytest.raises(StoreError, match=r"session 'abc'.*closed"):
+        store.take_steers("abc")
+    with pytest.raises(TypeError):  # arguments are still checked first
+        store.save("abc", "not a list")  # type: ignore[arg-type]
+
+
+def test_database_errors_name_operation_and_session(store: SQLiteStore, db_path: Path) -> None:
+    store.save("abc", [turn(1)])
+    run_sql(db_path, "UPDATE storetest_messages SET body = 'not json'")
+    with pytest.raises(StoreError, match=r"read of session 'abc' failed"):
+        store.messages("abc")
+    run_sql(db_path, "DROP TABLE storetest_steers")
+    with pytest.raises(StoreError, match=r"take_steers from session 'abc' failed: no such table") as info:
+        store.take_steers("abc")
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    with pytest.raises(StoreError, match=r"add_steer to session 'abc' failed"):
+        store.add_steer("abc", "x")
+
+
+BOOM_TRIGGER = """
+CREATE TRIGGER boom BEFORE INSERT ON storetest_messages
+WHEN NEW.body LIKE '%boom%'
+BEGIN SELECT RAISE(ABORT, 'boom refused'); END
+"""
+
+
+def test_failed_save_leaves_previous_transcript(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], db_path: Path
+) -> None:
+    """A save failing after its DELETE and some INSERTs rolls all of it back."""
+    store, _, statements = traced
+    before = [turn(i) for i in range(6)]
+    store.save("abc", before)
+    run_sql(db_path, BOOM_TRIGGER)
+    changed = [turn(0), Message.text("user", "edited"), turn(7), Message.text("user", "boom")]
+    with pytest.raises(StoreError, match=r"save to session 'abc' failed: boom refused") as info:
+        store.save("abc", changed)
+    assert isinstance(info.value.__cause__, sqlite3.Error)
+    with SQLiteStore(db_path) as other:
+        assert other.messages("abc") == before
+    run_sql(db_path, "DROP TRIGGER boom")
+    # What the handle remembered was dropped with the failure: it compares digests.
+    statements.clear()
+    store.save("abc", changed)
+    assert [s for s in statements if "digest FROM" in s]
+    assert store.messages("abc") == changed
+
+
+class _RollbackFails(sqlite3.Connection):
+    def rollback(self) -> None:
+        raise sqlite3.OperationalError("rollback exploded")
+
+
+def test_failing_rollback_does_not_replace_the_error(db_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    conn = sqlite3.connect(db_path, factory=_RollbackFails, isolation_level=None)
+    store = SQLiteStore(conn)
+    store.save("abc", [turn(1)])
+    conn.execute(BOOM_TRIGGER)
+    with caplog.at_level(logging.WARNING, logger="reference_stores.sqlite"):
+        with pytest.raises(StoreError, match="boom refused") as info:
+            store.save("abc", [turn(1), Message.text("user", "boom")])
+    assert "boom refused" in str(info.value.__cause__)
+    assert "rollback failed" in caplog.text
+    sqlite3.Connection.rollback(conn)
+    store.close()
+    conn.close()
+    with SQLiteStore(db_path) as fresh:
+        assert fresh.messages("abc") == [turn(1)]
+
+
+# -- incremental saves -------------------------------------------------------------
+
+
+def test_save_after_save_writes_only_the_tail(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]],
+) -> None:
+    """Turn N+1 after turn N: one message row and the version, nothing read back."""
+    store, conn, statements = traced
+    transcript = [turn(i) for i in range(50)]
+    store.save("s", transcript)
+    transcript.append(turn(50))
+    statements.clear()
+    assert changes_during(conn, lambda: store.save("s", transcript)) == 2
+    assert not [s for s in statements if "digest FROM" in s]
+    assert sum(s.startswith("INSERT INTO storetest_messages") for s in statements) <= 1
+    assert store.messages("s") == transcript
+    assert changes_during(conn, lambda: store.save("s", list(transcript))) == 0
+
+
+def test_save_after_read_writes_only_the_tail(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], db_path: Path
+) -> None:
+    """A handle that read the transcript (as a new replica does) appends cheaply too."""
+    store, conn, statements = traced
+    with SQLiteStore(db_path) as other:
+        other.save("s", [turn(i) for i in range(30)])
+    transcript = store.messages("s")
+    transcript.append(turn(30))
+    statements.clear()
+    assert changes_during(conn, lambda: store.save("s", transcript)) == 2
+    assert not [s for s in statements if "digest FROM" in s]
+    assert store.messages("s") == transcript
+
+
+def test_save_after_another_handle_wrote_compares_digests(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]],
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another replica wrote in between: the store reads digests, not bodies, and
+    still writes only what differs."""
+    store, conn, statements = traced
+    mine = [turn(i) for i in range(40)]
+    store.save("s", mine)
+    with SQLiteStore(db_path) as other:
+        other.save("s", [*mine, turn(40)])
+        assert other.messages("s") == [*mine, turn(40)]
+
+    def no_decoding(text: object) -> Message:
+        raise AssertionError("save decoded a stored message")
+
+    monkeypatch.setattr(sqlite_module, "decode_message", no_decoding)
+    statements.clear()
+    grown = [*mine, turn(40), turn(41)]
+    assert changes_during(conn, lambda: store.save("s", grown)) == 2
+    assert [s for s in statements if "digest FROM" in s]
+    monkeypatch.undo()
+    assert store.messages("s") == grown
+
+    theirs = [*grown[:5], Message.text("user", "rewritten"), *grown[6:]]
+    with SQLiteStore(db_path) as other:
+        other.save("s", theirs)
+        assert other.messages("s") == theirs
+    final = [*grown[:10], Message("user", (Text("mine"),))]
+    store.save("s", final)
+    assert store.messages("s") == final
+    with SQLiteStore(db_path) as other:
+        assert other.messages("s") == final
+
+
+def test_edits_shrinks_and_empties_end_exact(store: SQLiteStore, db_path: Path) -> None:
+    """Whatever the prefix, the stored rows end as exactly the saved list."""
+    base = [turn(i) for i in range(10)]
+    for transcript in (
+        base,
+        base[:4],
+        [*base[:2], Message.text("user", "changed"), *base[3:]],
+        [],
+        [],
+        base[:1],
+        base,
+        base,
+    ):
+        store.save("s", transcript)
+        assert store.messages("s") == transcript
+        rows = run_sql(db_path, "SELECT position FROM storetest_messages ORDER BY position")
+        positions = [p for (p,) in rows]
+        assert positions == list(range(len(transcript)))
+
+
+def test_remembered_sessions_are_bounded(
+    db_path: Path,
+) -> None:
+    """With room for one session, the evicted one falls back to digests, still right."""
+    conn = sqlite3.connect(db_path, check_same_thread=False)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    with SQLiteStore(conn, cache_sessions=1) as store:
+        store.save("one", [turn(1)])
+        store.save("two", [turn(2)])
+        statements.clear()
+        store.save("one", [turn(1), turn(3)])
+        assert [s for s in statements if "digest FROM" in s]
+        statements.clear()
+        store.save("one", [turn(1), turn(3), turn(4)])
+        assert not [s for s in statements if "digest FROM" in s]
+        assert store.messages("one") == [turn(1), turn(3), turn(4)]
+        assert store.messages("two") == [turn(2)]
+    conn.close()
+    with pytest.raises(ValueError):
+        SQLiteStore(db_path, cache_sessions=-1)
