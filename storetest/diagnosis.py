@@ -167,12 +167,12 @@ def describe_transcript(
     sent, got, previous = list(sent), list(got), list(previous)
     if sent == got:
         return "unchanged"
-    if previous and got == previous + sent:
-        return "appended instead of replaced: the save added to the old transcript"
     if got == previous and sent != previous:
         if not sent:
             return "saving an empty list left the old transcript in place"
         return "the save was ignored: the previous transcript is still there"
+    if previous and got == previous + sent:
+        return "appended instead of replaced: the save added to the old transcript"
     if len(got) != len(sent):
         if got == sent[: len(got)]:
             return f"messages lost: {len(got)} of {len(sent)} came back (the rest cut off)"

@@ -1,0 +1,50 @@
+"""The diagnosis names the corruption a store author must fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from storetest import Attachment, Message
+from storetest.diagnosis import describe_id_merge, describe_steers, describe_text, describe_transcript
+
+
+@pytest.mark.parametrize(
+    ("sent", "got", "words"),
+    [
+        ('{"z":1,"a":[1, 2],"z":3}', '{"a": [1, 2], "z": 3}', "duplicate key dropped, keys reordered"),
+        ('{"b":1,"a":2}', '{"a":2,"b":1}', "keys reordered"),
+        ('{"a":1.0}', '{"a":1}', "number rewritten (1.0 became 1)"),
+        ('{ "a" : 1 }', '{"a": 1}', "whitespace changed"),
+        ("a\x00b", "ab", "NUL lost"),
+        ("hi  ", "hi", "trailing whitespace stripped"),
+        ("a\r\nb", "a\nb", "CRLF turned into LF"),
+        ("e\u0301", "é", "Unicode normalized to NFC"),
+        ("x" * 100, "x" * 64, "truncated at 64 bytes of 100"),
+    ],
+)
+def test_text_damage_is_named(sent: str, got: str, words: str) -> None:
+    assert words in describe_text(sent, got)
+
+
+def test_transcript_damage_is_named() -> None:
+    a, b = Message.text("user", "a"), Message.text("assistant", "b")
+    assert "appended instead of replaced" in describe_transcript([b], [a, b], previous=[a])
+    assert "empty list left the old transcript" in describe_transcript([], [a], previous=[a])
+    assert "messages reordered" in describe_transcript([a, b], [b, a])
+    image = Message("user", (Attachment("image/png", b"\xff\x00"),))
+    decoded = Message("user", (Attachment("image/png", "\ufffd\x00".encode()),))
+    assert "decoded as text" in describe_transcript([image], [decoded])
+
+
+def test_steer_damage_is_named() -> None:
+    assert "last-in-first-out" in describe_steers(["a", "b", "c"], ["c", "b", "a"])
+    assert "identical steers merged" in describe_steers(["a", "a"], ["a"])
+    assert "duplicated" in describe_steers(["a"], ["a", "a"])
+    assert "out of order" in describe_steers(["a", "b", "c"], ["b", "a", "c"])
+
+
+def test_merged_ids_are_explained() -> None:
+    assert "case" in describe_id_merge("s-a", "s-A")
+    assert "trailing spaces" in describe_id_merge("s-a", "s-a ")
+    assert "normalization" in describe_id_merge("s-é", "s-e\u0301")
+    assert "prefix" in describe_id_merge("x" * 64 + "1", "x" * 64)
