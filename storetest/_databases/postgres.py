@@ -277,4 +277,3 @@ def _tail(path: Path, lines: int = 5) -> str:
         return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
     except OSError:
         return "(no log)"
-

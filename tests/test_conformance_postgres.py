@@ -1,0 +1,40 @@
+"""The PostgreSQL reference store against the whole conformance suite, in one call.
+
+Two pools on one throwaway database: the store and its replica share data but not
+connections, as two processes of one application would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from storetest import run_conformance
+
+asyncpg = pytest.importorskip("asyncpg")
+
+from reference_stores.postgres import SCHEMA, PostgresStore  # noqa: E402
+
+
+async def _store(storetest_postgres_url: str) -> AsyncIterator[PostgresStore]:
+    pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=8)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute(SCHEMA)  # idempotent, as an application's migration is
+        yield PostgresStore(pool)
+    finally:
+        await pool.close()
+
+
+async def _replica(storetest_postgres_url: str) -> AsyncIterator[PostgresStore]:
+    pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=8)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute(SCHEMA)
+        yield PostgresStore(pool)
+    finally:
+        await pool.close()
+
+
+run_conformance(_store, replica=_replica, name="postgres")

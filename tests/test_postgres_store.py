@@ -1,0 +1,422 @@
+"""What the PostgreSQL store and its provisioning promise beyond the shared suite:
+idempotent DDL, least privilege, errors that name the session, NUL round trips,
+incremental saves, and where throwaway databases come from."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from storetest import _databases
+from storetest._databases import postgres as provisioning
+from storetest.contract import Message, StoreError, Text, ToolCall
+
+asyncpg = pytest.importorskip("asyncpg")
+
+from reference_stores.postgres import SCHEMA, PostgresStore  # noqa: E402
+
+pytest_plugins = ["pytester"]
+
+T = TypeVar("T")
+
+
+def run(main: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(main())  # type: ignore[arg-type]
+
+
+async def _pool(url: str) -> Any:
+    pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
+    async with pool.acquire() as conn:
+        await conn.execute(SCHEMA)
+    return pool
+
+
+def _as_user(url: str, user: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, f"{user}:pw@{host}", parts.path, parts.query, ""))
+
+
+def _session() -> str:
+    return f"s-{secrets.token_hex(4)}"
+
+
+def test_schema_applies_twice(storetest_postgres_url: str) -> None:
+    """SCHEMA is safe to run on every deploy: the second run changes nothing."""
+
+    async def main() -> list[str]:
+        conn = await asyncpg.connect(storetest_postgres_url)
+        try:
+            await conn.execute(SCHEMA)
+            await conn.execute(SCHEMA)
+            rows = await conn.fetch(
+                "SELECT tablename FROM pg_tables WHERE tablename LIKE 'storetest_%' "
+                "ORDER BY tablename"
+            )
+            return [r["tablename"] for r in rows]
+        finally:
+            await conn.close()
+
+    assert run(main) == ["storetest_messages", "storetest_sessions", "storetest_steers"]
+
+
+def test_a_role_with_only_dml_rights_can_use_the_store(storetest_postgres_url: str) -> None:
+    """The store runs no DDL and no temp tables: SELECT/INSERT/UPDATE/DELETE suffice."""
+    role = f"storetest_app_{secrets.token_hex(4)}"
+    session = _session()
+
+    async def main() -> tuple[list[Message], list[str]]:
+        admin = await asyncpg.connect(storetest_postgres_url)
+        try:
+            await admin.execute(SCHEMA)
+            database = await admin.fetchval("SELECT current_database()")
+            try:
+                await admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+            except asyncpg.InsufficientPrivilegeError:
+                pytest.skip("the test database's user may not create roles")
+            await admin.execute(f'GRANT CONNECT ON DATABASE "{database}" TO {role}')
+            # Temp tables are granted to PUBLIC by default; take that away too.
+            await admin.execute(f'REVOKE TEMPORARY ON DATABASE "{database}" FROM PUBLIC')
+            await admin.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+            await admin.execute(f"REVOKE CREATE ON SCHEMA public FROM {role}, PUBLIC")
+            await admin.execute(
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON storetest_sessions, "
+                f"storetest_messages, storetest_steers TO {role}"
+            )
+            await admin.execute(f"GRANT USAGE ON SEQUENCE storetest_steers_id_seq TO {role}")
+            app = await asyncpg.create_pool(
+                _as_user(storetest_postgres_url, role), min_size=1, max_size=2
+            )
+            try:
+                async with app.acquire() as conn:
+                    # The role really is limited, or this test proves nothing.
+                    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                        await conn.execute("CREATE TABLE storetest_forbidden (x int)")
+                    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                        await conn.execute("CREATE TEMP TABLE storetest_forbidden (x int)")
+                store = PostgresStore(app)
+                await store.save(session, [Message.text("user", "one")])
+                await store.save(
+                    session, [Message.text("user", "one"), Message.text("assistant", "two")]
+                )
+                await store.add_steer(session, "left")
+                await store.add_steer(session, "right")
+                return await store.messages(session), await store.take_steers(session)
+            finally:
+                await app.close()
+        finally:
+            await admin.execute(f"DROP OWNED BY {role}")
+            await admin.execute(f"DROP ROLE IF EXISTS {role}")
+            await admin.close()
+
+    transcript, steers = run(main)
+    assert transcript == [Message.text("user", "one"), Message.text("assistant", "two")]
+    assert steers == ["left", "right"]
+
+
+def test_nul_in_session_ids_and_steers_round_trips(storetest_postgres_url: str) -> None:
+    """Postgres text refuses NUL; ids and steers holding one still come back exact."""
+    odd = f"a\x00b-{secrets.token_hex(3)}"
+    lookalike = odd.replace("\x00", "")
+
+    async def main() -> tuple[list[str], list[str], list[Message], list[Message]]:
+        pool = await _pool(storetest_postgres_url)
+        try:
+            store = PostgresStore(pool)
+            await store.add_steer(odd, "x\x00y")
+            await store.add_steer(odd, "\x00")
+            await store.add_steer(lookalike, "other")
+            await store.save(odd, [Message.text("user", "nul \x00 inside")])
+            return (
+                await store.take_steers(odd),
+                await store.take_steers(lookalike),
+                await PostgresStore(pool).messages(odd),
+                await store.messages(lookalike),
+            )
+        finally:
+            await pool.close()
+
+    steers, other, transcript, empty = run(main)
+    assert steers == ["x\x00y", "\x00"]
+    assert other == ["other"]
+    assert transcript == [Message.text("user", "nul \x00 inside")]
+    assert empty == []
+
+
+def test_session_ids_compare_byte_for_byte(storetest_postgres_url: str) -> None:
+    """No collation folding: case, trailing space and normalization all differ."""
+    base = secrets.token_hex(3)
+    ids = [f"a{base}", f"A{base}", f"a{base} ", f"\u00e9{base}", f"e\u0301{base}"]
+
+    async def main() -> list[list[Message]]:
+        pool = await _pool(storetest_postgres_url)
+        try:
+            store = PostgresStore(pool)
+            for i, session in enumerate(ids):
+                await store.save(session, [Message.text("user", str(i))])
+            fresh = PostgresStore(pool)
+            return [await fresh.messages(s) for s in ids]
+        finally:
+            await pool.close()
+
+    assert run(main) == [[Message.text("user", str(i))] for i in range(len(ids))]
+
+
+def test_errors_name_the_operation_and_the_session(storetest_postgres_url: str) -> None:
+    """A closed pool gives StoreError naming what failed, raised from asyncpg's error."""
+    session = "the-session"
+
+    async def main() -> list[StoreError]:
+        pool = await _pool(storetest_postgres_url)
+        await pool.close()
+        store = PostgresStore(pool)
+        errors: list[StoreError] = []
+        calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.save(session, [Message.text("user", "hi")]),
+            lambda: store.messages(session),
+            lambda: store.add_steer(session, "go"),
+            lambda: store.take_steers(session),
+        ]
+        for call in calls:
+            with pytest.raises(StoreError) as info:
+                await call()
+            errors.append(info.value)
+        return errors
+
+    errors = run(main)
+    operations = ["save to", "read of", "add_steer to", "take_steers from"]
+    for error, operation in zip(errors, operations, strict=True):
+        assert str(error).startswith(operation), str(error)
+        assert "session 'the-session' failed: the pool is closed" in str(error)
+        assert isinstance(error.__cause__, asyncpg.InterfaceError)
+
+
+def test_bad_arguments_are_refused_before_the_database(storetest_postgres_url: str) -> None:
+    """Validation comes first: with a closed pool, bad input still raises TypeError or
+    ValueError, never StoreError."""
+
+    async def main() -> None:
+        pool = await _pool(storetest_postgres_url)
+        await pool.close()
+        store = PostgresStore(pool)
+        with pytest.raises(ValueError):
+            await store.save("", [])
+        with pytest.raises(TypeError):
+            await store.save("s", ["not a message"])  # type: ignore[list-item]
+        with pytest.raises(ValueError):
+            await store.messages("x" * 513)
+        with pytest.raises(ValueError):
+            await store.add_steer("s", "\ud800")
+        with pytest.raises(TypeError):
+            await store.take_steers(b"s")  # type: ignore[arg-type]
+
+    run(main)
+
+
+async def _row_versions(pool: Any, session: str) -> list[tuple[int, str]]:
+    rows = await pool.fetch(
+        "SELECT position, xmin::text AS x FROM storetest_messages WHERE session = $1 "
+        "ORDER BY position",
+        session.encode(),
+    )
+    return [(r["position"], r["x"]) for r in rows]
+
+
+def _conversation(n: int) -> list[Message]:
+    return [
+        Message("assistant", (Text(f"turn {i}"), ToolCall(f"c{i}", "f", '{"z":1, "z":2}')))
+        for i in range(n)
+    ]
+
+
+def test_saves_rewrite_only_what_changed(storetest_postgres_url: str) -> None:
+    """A growing transcript's unchanged rows are left alone (their xmin stays), by the
+    handle that wrote them and by a replica that must compare stored digests."""
+    session = _session()
+    msgs = _conversation(8)
+
+    async def main() -> None:
+        pool = await _pool(storetest_postgres_url)
+        try:
+            store = PostgresStore(pool)
+            await store.save(session, msgs[:5])
+            before = await _row_versions(pool, session)
+            await store.save(session, msgs[:6])
+            after = await _row_versions(pool, session)
+            assert after[:5] == before, "the handle's own save rewrote unchanged rows"
+            assert len(after) == 6
+
+            replica = PostgresStore(pool)  # remembers nothing: compares digests
+            await replica.save(session, msgs[:7])
+            again = await _row_versions(pool, session)
+            assert again[:6] == after, "a replica's save rewrote unchanged rows"
+
+            changed = [*msgs[:2], Message.text("user", "edited"), *msgs[3:7]]
+            await store.save(session, changed)  # its memory is stale: replica wrote
+            edited = await _row_versions(pool, session)
+            assert edited[:2] == again[:2]
+            assert [x for _, x in edited[2:]] != [x for _, x in again[2:]]
+            assert await PostgresStore(pool).messages(session) == changed
+            await store.save(session, changed[:3])
+            assert await replica.messages(session) == changed[:3]
+        finally:
+            await pool.close()
+
+    run(main)
+
+
+def test_a_stale_handle_never_trusts_its_memory(storetest_postgres_url: str) -> None:
+    """After another replica wrote, a handle's remembered prefix is wrong; the version
+    check must send it back to the stored digests."""
+    session = _session()
+    a, b, c = (Message.text("user", x) for x in "abc")
+
+    async def main() -> list[Message]:
+        pool_1 = await _pool(storetest_postgres_url)
+        pool_2 = await _pool(storetest_postgres_url)
+        try:
+            one, two = PostgresStore(pool_1), PostgresStore(pool_2)
+            await one.save(session, [a, b])
+            await two.save(session, [a, c, c])
+            await one.save(session, [a, b, c])
+            return await two.messages(session)
+        finally:
+            await pool_1.close()
+            await pool_2.close()
+
+    assert run(main) == [a, b, c]
+
+
+def test_concurrent_takers_on_two_pools_get_each_steer_once_in_order(
+    storetest_postgres_url: str,
+) -> None:
+    session = _session()
+    count = 150
+
+    async def main() -> list[list[str]]:
+        pools = [await _pool(storetest_postgres_url) for _ in range(2)]
+        try:
+            stores = [PostgresStore(p) for p in pools]
+            takes: list[list[str]] = []
+            done = asyncio.Event()
+
+            async def adder() -> None:
+                for i in range(count):
+                    await stores[i % 2].add_steer(session, f"{i:04d}")
+                done.set()
+
+            async def taker(store: PostgresStore) -> None:
+                while True:
+                    finished = done.is_set()
+                    got = await store.take_steers(session)
+                    if got:
+                        takes.append(got)
+                    if finished and not got:
+                        return
+
+            await asyncio.gather(adder(), *(taker(s) for s in stores for _ in range(3)))
+            return takes
+        finally:
+            for p in pools:
+                await p.close()
+
+    takes = run(main)
+    flat = [s for take in takes for s in take]
+    assert sorted(flat) == [f"{i:04d}" for i in range(count)], "lost or duplicated steers"
+    for take in takes:
+        assert take == sorted(take), f"a take came out of order: {take}"
+
+
+# Provisioning ----------------------------------------------------------------------
+
+
+def _database_exists(admin_url: str, name: str) -> bool:
+    async def main() -> bool:
+        conn = await asyncpg.connect(admin_url)
+        try:
+            return bool(await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name))
+        finally:
+            await conn.close()
+
+    return run(main)
+
+
+def test_an_env_url_gets_a_fresh_database_dropped_afterwards(
+    storetest_postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STORETEST_POSTGRES_URL wins over everything else; the database made in that
+    server is ours alone and gone once the generator finishes."""
+    monkeypatch.setenv("STORETEST_POSTGRES_URL", storetest_postgres_url)
+    monkeypatch.setattr(provisioning, "docker_engine_answers", _must_not_be_called)
+    monkeypatch.setattr(provisioning, "find_bindir", _must_not_be_called)
+    run_dirs = _databases.TestRun(tmp_path / "private", tmp_path / "shared")
+    gen = provisioning.provision(run_dirs)
+    url = next(gen)
+    name = urlsplit(url).path.lstrip("/")
+    assert name.startswith("storetest_")
+    assert url != storetest_postgres_url
+    assert _database_exists(storetest_postgres_url, name)
+    next(gen, None)
+    assert not _database_exists(storetest_postgres_url, name)
+
+
+def _must_not_be_called(*args: object) -> Any:
+    raise AssertionError("provision looked past STORETEST_POSTGRES_URL")
+
+
+@pytest.fixture
+def nothing_available(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("STORETEST_POSTGRES_URL", raising=False)
+    monkeypatch.setattr(provisioning, "docker_engine_answers", lambda: False)
+    monkeypatch.setattr(provisioning, "find_bindir", lambda: None)
+    yield
+
+
+@pytest.mark.usefixtures("nothing_available")
+def test_with_nothing_available_the_message_names_the_three_ways(tmp_path: Path) -> None:
+    run_dirs = _databases.TestRun(tmp_path / "private", tmp_path / "shared")
+    with pytest.raises(_databases.Unavailable) as info:
+        next(provisioning.provision(run_dirs))
+    message = str(info.value)
+    assert "STORETEST_POSTGRES_URL" in message
+    assert "Docker" in message
+    assert "PostgreSQL server binaries" in message
+
+
+_INNER_CONFTEST = """
+import storetest._databases.postgres as provisioning
+
+provisioning.docker_engine_answers = lambda: False
+provisioning.find_bindir = lambda: None
+"""
+
+_INNER_TEST = """
+def test_needs_postgres(storetest_postgres_url):
+    assert storetest_postgres_url
+"""
+
+
+@pytest.mark.parametrize("require", [None, "postgres", "mysql,postgres", "all"])
+def test_store_require_turns_the_skip_into_a_failure(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, require: str | None
+) -> None:
+    monkeypatch.delenv("STORETEST_POSTGRES_URL", raising=False)
+    if require is None:
+        monkeypatch.delenv("STORETEST_REQUIRE", raising=False)
+    else:
+        monkeypatch.setenv("STORETEST_REQUIRE", require)
+    pytester.makeconftest(_INNER_CONFTEST)
+    pytester.makepyfile(_INNER_TEST)
+    result = pytester.runpytest_subprocess("-rsE", "-p", "no:cacheprovider")
+    if require is None:
+        result.assert_outcomes(skipped=1)
+        result.stdout.fnmatch_lines(["*no postgres database*STORETEST_POSTGRES_URL*Docker*"])
+    else:
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(["*postgres is required (STORETEST_REQUIRE) but unavailable*"])
