@@ -1,0 +1,478 @@
+"""A synchronous store on MySQL 8 / MariaDB 10.11+ through pymysql.
+
+It takes the connection the application already has (or a callable handing out
+connections, e.g. a pool's checkout), never a DSN, and runs no DDL: the application
+applies :data:`SCHEMA` with its migrations. The runtime user needs only SELECT, INSERT,
+UPDATE and DELETE on the three tables.
+
+How it keeps each fact in ``DESIGN.md``:
+
+- MySQL ``JSON`` rewrites text, ``TEXT`` stops at 64 KiB: messages are encoded with
+  :func:`storetest.codec.encode_message` (tool-call arguments stay a JSON *string*) into
+  a ``LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`` column, one row per message.
+- ``utf8``/``utf8mb3`` cannot hold emoji and a server may still default to ``latin1``:
+  every table declares ``DEFAULT CHARSET=utf8mb4`` and every column that holds text says
+  so itself; the store switches a connection that does not speak ``utf8mb4`` to it
+  (``SET NAMES utf8mb4`` through pymysql) before using it.
+- Default collations fold case, accents and trailing spaces: session ids are stored as
+  their UTF-8 bytes in ``VARBINARY(512)``, compared byte for byte, NO PAD. Steers are the
+  UTF-8 bytes of the text in ``LONGBLOB``, so NUL, CRLF and trailing spaces survive.
+- Row order is unspecified without ``ORDER BY``: every read that returns rows orders them
+  (messages by position, steers by their ``AUTO_INCREMENT`` id).
+- MySQL has no ``DELETE ... RETURNING``: ``take_steers`` locks the session's row in
+  ``agent_sessions``, selects its steers ``FOR UPDATE`` ordered by id, deletes exactly
+  those ids and commits, all in one transaction. ``add_steer`` takes the same row lock,
+  so per session, adders and takers run one at a time and ids follow commit order.
+- Saves are one transaction under the session's row lock, so concurrent saves leave one
+  whole transcript; a read is one statement (a consistent snapshot of its own), so it
+  sees the old transcript or the new one, never a mix.
+
+A save writes only what changed. ``agent_sessions.version`` is bumped by every save that
+changes something; each handle remembers, per session (LRU, bounded), the version it last
+wrote or read and the messages stored at that version. If the locked row still has that
+version, the unchanged prefix is found by comparing messages (identity first, then
+equality; the encoding is deterministic, so equal messages mean equal stored text) and
+only the tail is deleted and inserted. Otherwise (another handle wrote in between) it reads
+the stored SHA-256 digests, 32 bytes a row, and compares them with the new messages'. No
+stored message is decoded to find the prefix. A read whose version matches the remembered
+one returns the remembered messages without fetching the bodies. So write these tables only
+through the store: a row changed behind its back without bumping the version goes unseen.
+
+Server settings it relies on: ``max_allowed_packet`` above the largest encoded message
+(MySQL 8 defaults to 64 MiB, MariaDB to 16 MiB); and, for ``READ COMMITTED`` writes, a
+binary log that is off or ``ROW``/``MIXED`` (the defaults), not ``STATEMENT``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import pymysql
+
+from storetest.codec import CodecError, decode_message, encode_message
+from storetest.contract import (
+    Message,
+    StoreError,
+    check_messages,
+    check_session_id,
+    check_steer_text,
+)
+
+__all__ = ["SCHEMA", "MySQLStore"]
+
+_log = logging.getLogger(__name__)
+
+#: The DDL, one statement per item. The store runs none of it; apply it with your
+#: migrations. Every statement is idempotent (``CREATE TABLE IF NOT EXISTS``).
+SCHEMA: Final[list[str]] = [
+    """CREATE TABLE IF NOT EXISTS agent_sessions (
+    session VARBINARY(512) NOT NULL,
+    version BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    PRIMARY KEY (session)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    """CREATE TABLE IF NOT EXISTS agent_messages (
+    session VARBINARY(512) NOT NULL,
+    position INT UNSIGNED NOT NULL,
+    digest BINARY(32) NOT NULL,
+    body LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    PRIMARY KEY (session, position)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    """CREATE TABLE IF NOT EXISTS agent_steers (
+    id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+    session VARBINARY(512) NOT NULL,
+    text LONGBLOB NOT NULL,
+    PRIMARY KEY (id),
+    KEY agent_steers_session (session, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+]
+
+# Errors after which the server has rolled back (all or the statement) and the whole
+# transaction can safely run again: deadlock, lock wait timeout.
+_RETRYABLE: Final = frozenset({1213, 1205})
+_ATTEMPTS: Final = 6
+_NO_SUCH_TABLE: Final = 1146
+_IN_TRANSACTION: Final = 1568  # "Transaction characteristics can't be changed ..."
+_DELETE_CHUNK: Final = 1000
+
+# READ COMMITTED for every writing transaction: correctness comes from the per-session
+# row lock, not from snapshots, and READ COMMITTED takes no gap or next-key locks, so a
+# taker's locking read of the steers index does not block (or deadlock with) an insert
+# into a neighbouring session's range. Under it each statement reads the latest
+# committed rows, so whatever we read after taking the row lock is current.
+_WRITE_ISOLATION: Final = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What the database held for a session at ``version``, as this handle last saw it."""
+
+    version: int
+    messages: tuple[Message, ...]
+
+
+def _digest(encoded: str) -> bytes:
+    return hashlib.sha256(encoded.encode("utf-8")).digest()
+
+
+def _common_prefix(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
+    n = min(len(old), len(new))
+    # Tuple equality runs in C and tries identity before __eq__ on every item; agents
+    # resave the very objects they saved before, so this settles the common case.
+    if old[:n] == new[:n]:
+        return n
+    i = 0
+    while i < n and (old[i] is new[i] or old[i] == new[i]):
+        i += 1
+    return i
+
+
+class MySQLStore:
+    """Sessions' transcripts and steer queues in MySQL/MariaDB tables (see :data:`SCHEMA`).
+
+    Methods are plain synchronous functions, safe to call from many threads:
+
+    - given a connection, the store uses only it and holds a lock around each whole
+      operation (a pymysql connection is not thread-safe), so one handle runs one
+      operation at a time;
+    - given a callable, the store calls it once per operation for a connection of its
+      own, uses it for that one transaction, then calls its ``close()`` (which a pool
+      takes as "give it back"). Threads then run in parallel; a callable that opens a
+      fresh connection works too but pays a connect per operation.
+
+    Every operation runs and commits a transaction of its own. A transaction the
+    application left open on the connection is committed first (``BEGIN`` would do so
+    anyway), so do not hand the store a connection in the middle of work of yours.
+
+    :param connection_or_factory: a pymysql connection, or a zero-argument callable
+        returning one.
+    :param cache_sessions: how many sessions' last known transcripts to remember for
+        incremental saves (least recently used are forgotten first); ``0`` disables it.
+    :raises TypeError: ``connection_or_factory`` is neither a pymysql connection nor
+        callable.
+    :raises ValueError: ``cache_sessions`` is negative.
+    """
+
+    def __init__(
+        self,
+        connection_or_factory: pymysql.connections.Connection | Callable[[], Any],
+        *,
+        cache_sessions: int = 1024,
+    ) -> None:
+        if isinstance(connection_or_factory, pymysql.connections.Connection):
+            self._connection: Any = connection_or_factory
+            self._factory: Callable[[], Any] | None = None
+        elif callable(connection_or_factory):
+            self._connection = None
+            self._factory = connection_or_factory
+        else:
+            raise TypeError(
+                "MySQLStore needs a pymysql connection or a zero-argument callable returning "
+                f"one (e.g. a pool's checkout), not {type(connection_or_factory).__name__}; "
+                "it never takes a DSN"
+            )
+        if cache_sessions < 0:
+            raise ValueError(f"cache_sessions must be >= 0, not {cache_sessions}")
+        self._connection_lock = threading.Lock()
+        self._cache: OrderedDict[bytes, _Known] = OrderedDict()
+        self._cache_size = cache_sessions
+        self._cache_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        mode = "factory" if self._factory is not None else "connection"
+        return f"<MySQLStore ({mode})>"
+
+    # -- the contract -----------------------------------------------------------------
+
+    def save(self, session: str, messages: Sequence[Message]) -> None:
+        """Make the session's transcript exactly ``messages``, in one transaction.
+
+        :raises TypeError, ValueError: a bad session id or a non-message item (before
+            anything is written).
+        :raises StoreError: the database failed; nothing was changed.
+        """
+        session = check_session_id(session)
+        new = check_messages(messages)
+        key = session.encode("utf-8")
+
+        def write(cur: Any) -> int:
+            known = self._remembered(key)
+            cur.execute("SELECT version FROM agent_sessions WHERE session = %s FOR UPDATE", (key,))
+            row = cur.fetchone()
+            if row is None:
+                # A concurrent first save of the same session may insert too: the loser
+                # waits on the row lock, then updates nothing (ODKU) and reads it.
+                cur.execute(
+                    "INSERT INTO agent_sessions (session, version) VALUES (%s, 0) "
+                    "ON DUPLICATE KEY UPDATE version = version",
+                    (key,),
+                )
+                cur.execute("SELECT version FROM agent_sessions WHERE session = %s FOR UPDATE", (key,))
+                row = cur.fetchone()
+            version = int(row[0])
+            if known is not None and known.version == version:
+                old_len = len(known.messages)
+                prefix = _common_prefix(known.messages, new)
+                tail = [encode_message(m) for m in new[prefix:]]
+            else:
+                encoded = [encode_message(m) for m in new]
+                cur.execute(
+                    "SELECT position, digest FROM agent_messages WHERE session = %s ORDER BY position",
+                    (key,),
+                )
+                stored = cur.fetchall()
+                old_len = len(stored)
+                prefix = 0
+                for (position, digest), text in zip(stored, encoded, strict=False):
+                    if position != prefix or bytes(digest) != _digest(text):
+                        break
+                    prefix += 1
+                if old_len and stored[-1][0] != old_len - 1:
+                    # Positions are not 0..n-1 (rows written by something else): every
+                    # row past the prefix goes, whatever its position.
+                    old_len = max(old_len, int(stored[-1][0]) + 1)
+                tail = encoded[prefix:]
+            if prefix == old_len and not tail:
+                return version  # nothing changed; the version still names this transcript
+            if old_len > prefix:
+                cur.execute(
+                    "DELETE FROM agent_messages WHERE session = %s AND position >= %s",
+                    (key, prefix),
+                )
+            if tail:
+                cur.executemany(
+                    "INSERT INTO agent_messages (session, position, digest, body) VALUES (%s, %s, %s, %s)",
+                    [(key, prefix + i, _digest(text), text) for i, text in enumerate(tail)],
+                )
+            cur.execute("UPDATE agent_sessions SET version = version + 1 WHERE session = %s", (key,))
+            return version + 1
+
+        try:
+            version = self._transaction("save to", session, write)
+        except BaseException:
+            self._forget(key)
+            raise
+        # Only now is it true that the database holds `new` at `version`.
+        self._remember(key, _Known(version, new))
+
+    def messages(self, session: str) -> list[Message]:
+        """The transcript in the order saved; ``[]`` for a session never used.
+
+        :raises TypeError, ValueError: a bad session id.
+        :raises StoreError: the database failed, or a stored row is not an encoded message.
+        """
+        session = check_session_id(session)
+        key = session.encode("utf-8")
+
+        def read(cur: Any) -> list[Message]:
+            known = self._remembered(key)
+            if known is not None:
+                cur.execute("SELECT version FROM agent_sessions WHERE session = %s", (key,))
+                row = cur.fetchone()
+                if row is not None and int(row[0]) == known.version:
+                    return list(known.messages)
+            # One statement, so one consistent snapshot: the version and the bodies
+            # belong together even when a save commits meanwhile.
+            cur.execute(
+                "SELECT s.version, m.body FROM agent_sessions s "
+                "LEFT JOIN agent_messages m ON m.session = s.session "
+                "WHERE s.session = %s ORDER BY m.position",
+                (key,),
+            )
+            rows = cur.fetchall()
+            if not rows:
+                return []
+            result = tuple(decode_message(body) for _, body in rows if body is not None)
+            self._remember(key, _Known(int(rows[0][0]), result))
+            return list(result)
+
+        return self._transaction("messages of", session, read, writes=False)
+
+    def add_steer(self, session: str, text: str) -> None:
+        """Queue one steer for the session.
+
+        :raises TypeError, ValueError: a bad session id or text.
+        :raises StoreError: the database failed; nothing was queued.
+        """
+        session = check_session_id(session)
+        data = check_steer_text(text).encode("utf-8")
+        key = session.encode("utf-8")
+
+        def write(cur: Any) -> None:
+            # Creates the session's row or locks it: the same lock takers hold, so a
+            # steer's id is handed out in the order the adds commit.
+            cur.execute(
+                "INSERT INTO agent_sessions (session, version) VALUES (%s, 0) "
+                "ON DUPLICATE KEY UPDATE version = version",
+                (key,),
+            )
+            cur.execute("INSERT INTO agent_steers (session, text) VALUES (%s, %s)", (key, data))
+
+        self._transaction("add_steer to", session, write)
+
+    def take_steers(self, session: str) -> list[str]:
+        """Remove and return every queued steer, oldest first; ``[]`` when none.
+
+        :raises TypeError, ValueError: a bad session id.
+        :raises StoreError: the database failed; no steer was removed.
+        """
+        session = check_session_id(session)
+        key = session.encode("utf-8")
+
+        def take(cur: Any) -> list[str]:
+            # Takers queue on the session row, never on index ranges: no gap locks, so
+            # no deadlock with adders, and each steer goes to exactly one taker.
+            cur.execute("SELECT 1 FROM agent_sessions WHERE session = %s FOR UPDATE", (key,))
+            if cur.fetchone() is None:
+                return []  # add_steer creates the row first, so no row means no steers
+            cur.execute(
+                "SELECT id, text FROM agent_steers WHERE session = %s ORDER BY id FOR UPDATE",
+                (key,),
+            )
+            rows = cur.fetchall()
+            ids = [int(row[0]) for row in rows]
+            deleted = 0
+            for start in range(0, len(ids), _DELETE_CHUNK):
+                chunk = ids[start : start + _DELETE_CHUNK]
+                marks = ", ".join(["%s"] * len(chunk))
+                deleted += cur.execute(f"DELETE FROM agent_steers WHERE id IN ({marks})", chunk)
+            if deleted != len(ids):
+                raise _Inconsistent(f"locked {len(ids)} steers but deleted {deleted}")
+            return [bytes(row[1]).decode("utf-8") for row in rows]
+
+        return self._transaction("take_steers from", session, take)
+
+    # -- what this handle remembers -----------------------------------------------------
+
+    def _remembered(self, key: bytes) -> _Known | None:
+        with self._cache_lock:
+            known = self._cache.get(key)
+            if known is not None:
+                self._cache.move_to_end(key)
+            return known
+
+    def _remember(self, key: bytes, known: _Known) -> None:
+        if self._cache_size == 0:
+            return
+        with self._cache_lock:
+            current = self._cache.get(key)
+            # Two threads of one handle may finish out of order: never step back to an
+            # older version (it would only cost a fallback, but it is avoidable).
+            if current is not None and current.version > known.version:
+                return
+            self._cache[key] = known
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def _forget(self, key: bytes) -> None:
+        with self._cache_lock:
+            self._cache.pop(key, None)
+
+    # -- transactions and connections -------------------------------------------------
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        if self._factory is None:
+            with self._connection_lock:
+                yield self._ready(self._connection)
+            return
+        conn = self._factory()
+        try:
+            yield self._ready(conn)
+        finally:
+            try:
+                conn.close()
+            except Exception:
+                _log.warning("closing a connection from the factory failed", exc_info=True)
+
+    @staticmethod
+    def _ready(conn: Any) -> Any:
+        # pymysql encodes str parameters with the connection's charset; anything less
+        # than utf8mb4 would refuse emoji or garble them.
+        if getattr(conn, "charset", None) != "utf8mb4":
+            conn.set_character_set("utf8mb4")
+        # Plain tuples whatever cursorclass the application chose for its connection.
+        return conn.cursor(pymysql.cursors.Cursor)
+
+    def _transaction(
+        self, operation: str, session: str, work: Callable[[Any], _T], *, writes: bool = True
+    ) -> _T:
+        """Run ``work(cursor)`` in one transaction, retrying deadlocks and lock timeouts.
+
+        Any failure is rolled back and raised as :class:`StoreError` naming ``operation``
+        and ``session``; a rollback that fails too is logged, never raised instead.
+        """
+        what = f"{operation} session {session!r}"
+        try:
+            with self._cursor() as cur:
+                conn = cur.connection
+                for attempt in range(1, _ATTEMPTS + 1):
+                    try:
+                        _begin(cur, writes=writes)
+                        result = work(cur)
+                        conn.commit()
+                        return result
+                    except pymysql.err.MySQLError as exc:
+                        _rollback(conn, what)
+                        code = exc.args[0] if exc.args else None
+                        if code in _RETRYABLE and attempt < _ATTEMPTS:
+                            # Back off with jitter so the same transactions do not collide again.
+                            time.sleep(random.uniform(0, 0.005 * 2**attempt))
+                            continue
+                        raise
+                    except BaseException:
+                        _rollback(conn, what)
+                        raise
+                raise AssertionError("unreachable: the last attempt returns or raises")
+        except (pymysql.err.MySQLError, OSError, CodecError, UnicodeError, _Inconsistent) as exc:
+            raise StoreError(f"{what} failed: {_describe(exc)}") from exc
+
+
+def _begin(cur: Any, *, writes: bool) -> None:
+    conn = cur.connection
+    if writes:
+        try:
+            cur.execute(_WRITE_ISOLATION)
+        except pymysql.err.MySQLError as exc:
+            if not exc.args or exc.args[0] != _IN_TRANSACTION:
+                raise
+            # The application left a transaction open on its connection (a plain SELECT
+            # with autocommit off does that). BEGIN would commit it anyway; do it first,
+            # since the isolation level cannot change inside it.
+            conn.commit()
+            cur.execute(_WRITE_ISOLATION)
+    # BEGIN also ends whatever snapshot an earlier read left open on a connection with
+    # autocommit off, so every operation reads what is committed now.
+    conn.begin()
+
+
+class _Inconsistent(Exception):
+    """The database did something the store's locking rules out."""
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, pymysql.err.MySQLError) and exc.args and exc.args[0] == _NO_SUCH_TABLE:
+        return f"{exc} (apply reference_stores.mysql.SCHEMA first)"
+    if isinstance(exc, CodecError):
+        return f"a stored message is not ours: {exc}"
+    return str(exc) or type(exc).__name__
+
+
+def _rollback(conn: Any, what: str) -> None:
+    try:
+        conn.rollback()
+    except Exception:
+        # The connection is probably gone, and the server rolls back on disconnect; the
+        # error that brought us here is the one the caller needs.
+        _log.warning("rollback after a failed %s failed", what, exc_info=True)
