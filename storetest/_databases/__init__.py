@@ -148,7 +148,11 @@ def shared_local_server(
     with _locked(run.shared_dir) as servers:
         known = servers.get(backend)
         if known is not None:
-            return LocalServer(**known)  # type: ignore[arg-type]
+            server = LocalServer(**known)  # type: ignore[arg-type]
+            if _alive(server.pid):
+                return server
+            # It died mid-run: start another rather than hand out a dead URL.
+            shutil.rmtree(server.directory, ignore_errors=True)
         server = start(run.shared_dir / f"{backend}-server")
         servers[backend] = server.__dict__.copy()
         return server
