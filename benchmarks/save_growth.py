@@ -199,12 +199,12 @@ def main(argv: list[str] | None = None) -> int:
             results = asyncio.run(main_async(args, base))
         finally:
             for problem in stop_local_servers(base / "shared"):
-                print(problem, file=sys.stderr)  # noqa: T201
-    print(  # noqa: T201
+                print(problem, file=sys.stderr)
+    print(
         f"median save time, whole transcript of {args.size}-character messages, "
         f"{args.repeats} conversation(s) x {args.window} saves per end"
     )
-    print(_table(results, args))  # noqa: T201
+    print(_table(results, args))
     return 0
 
 
