@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from storetest import strategies
 from storetest._harness import Handle, Target, gather_all
-from storetest.contract import MAX_SESSION_ID_BYTES, Message, Text, ToolCall
+from storetest.contract import MAX_SESSION_ID_BYTES, Message, Text, ToolCall, ToolResult
 from storetest.diagnosis import (
     describe_id_merge,
     describe_steers,
@@ -149,6 +149,22 @@ def transcript_round_trips_exactly(t: Target) -> None:
     Catches text normalized to NFC, trailing whitespace stripped, CRLF turned into LF,
     NUL dropped, emoji mangled by a 3-byte charset, attachment bytes decoded as text.
     """
+
+    # Every known-troublesome text in every place text goes, before anything random,
+    # so a normalizing store is caught on every run, not on a lucky draw.
+    corpus = [
+        Message("user", (Text(text), ToolResult(f"call_{i}", text), ToolCall(text, text, "{}")))
+        for i, text in enumerate(strategies.NASTY_TEXTS)
+    ] + [Message("user", (a,)) for a in strategies.NASTY_ATTACHMENTS]
+    session = t.new_session("roundtrip")
+    with _checking(t, transcript_round_trips_exactly) as check:
+        t.run(t.store.save(session, corpus))
+        got = t.run(t.store.messages(session))
+        if isinstance(got, list) and len(got) == len(corpus):
+            for sent_message, got_message in zip(corpus, got, strict=True):
+                check.transcript(session, [sent_message], [got_message])
+        else:
+            check.transcript(session, corpus, got)
 
     @_examples(t, strategies.transcripts)
     def example(transcript: list[Message]) -> None:
@@ -583,6 +599,13 @@ def _torn(seen: object, allowed: list[list[Message]]) -> str:
     if len(sources) > 1:
         return (f"transcript torn: one read mixes messages from {len(sources)} different saves "
                 f"({', '.join(sorted(sources))}); a save must be one transaction")
+    if not seen:
+        return ("transcript torn: a read saw an empty transcript in the middle of a save "
+                "(the delete and the inserts are not one transaction)")
+    partial = [a for a in allowed if len(seen) < len(a) and a[: len(seen)] == seen]
+    if partial:
+        return (f"transcript torn: a read saw {len(seen)} of {len(partial[0])} messages of one save "
+                "(the inserts are not one transaction with the delete)")
     return "transcript torn: a read matches none of the transcripts written"
 
 
@@ -690,12 +713,20 @@ def replicas_share_transcripts(t: Target) -> None:
         (two, []),
     ]
     with _checking(t, replicas_share_transcripts) as check:
+        earlier: list[list[Message]] = [[]]
         for writer, transcript in steps:
             t.run(writer.save(session, transcript))
-            for reader in (two, one):
-                check.transcript(session, transcript, t.run(reader.messages(session)))
+            for label, reader in (("the second handle", two), ("the first handle", one)):
+                got = t.run(reader.messages(session))
+                if got != transcript and got in earlier:
+                    check.add(session, f"stale read: {label} still sees a transcript saved before this "
+                              "save (a per-handle cache that other replicas' writes do not "
+                              "invalidate)", transcript, got)
+                else:
+                    check.transcript(session, transcript, got)
             if check.violations:
                 return
+            earlier.append(transcript)
         t.run(one.add_steer(session, "left through one"))
         t.run(two.add_steer(session, "left through two"))
         check.steers(session, ["left through one", "left through two"], t.run(two.take_steers(session)))

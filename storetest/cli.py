@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             "--rootdir", directory,
             "-c", os.devnull,  # keep the caller's pytest configuration out of the run
             "-p", "no:cacheprovider",
+            # The target was imported above to check it, too early for assert rewriting;
+            # the clauses' own modules are rewritten as usual.
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "--tb=short",
             "-v" if args.verbose else "-q",
             f"--storetest-profile={args.profile}",

@@ -101,6 +101,11 @@ def describe_text(sent: str, got: str) -> str:
     if sent == got:
         return "unchanged"
     if not isinstance(got, str):
+        if isinstance(got, (int, float)) and not isinstance(got, bool):
+            return (
+                f"came back as {type(got).__name__} {got!r}, not str: a column with numeric "
+                "affinity (SQLite JSON, STRING or NUMERIC) turned the text into a number"
+            )
         return f"came back as {type(got).__name__}, not str"
     sent_bytes, got_bytes = sent.encode("utf-8"), got.encode("utf-8", "surrogatepass")
     if got == sent.replace("\x00", ""):
@@ -119,6 +124,10 @@ def describe_text(sent: str, got: str) -> str:
     as_json = _describe_json(sent, got)
     if as_json:
         return as_json
+    if "\ufffd" in got and "\ufffd" not in sent:
+        return "characters replaced by U+FFFD (an encoding that cannot hold them, e.g. utf8mb3 or latin1)"
+    if "?" in got and len(got) == len(sent) and "?" not in sent:
+        return "characters replaced by '?' (a charset that cannot hold them, e.g. utf8mb3 or latin1)"
     if len(got_bytes) < len(sent_bytes) and sent_bytes.startswith(got_bytes.rstrip(b"?")):
         return (
             f"truncated at {len(got_bytes)} bytes of {len(sent_bytes)} "
@@ -126,10 +135,6 @@ def describe_text(sent: str, got: str) -> str:
         )
     if got == sent.lower() or got == sent.upper():
         return "case changed"
-    if "\ufffd" in got and "\ufffd" not in sent:
-        return "characters replaced by U+FFFD (an encoding that cannot hold them, e.g. utf8mb3 or latin1)"
-    if "?" in got and len(got) == len(sent) and "?" not in sent:
-        return "characters replaced by '?' (a charset that cannot hold them, e.g. latin1)"
     return "text changed"
 
 
@@ -245,6 +250,13 @@ def describe_id_merge(one: str, other: str) -> str:
         return (
             f"an id was merged with its {shorter}-character prefix "
             "(ids truncated, or matched with LIKE/startswith)"
+        )
+    pairs = enumerate(zip(one, other, strict=False))
+    common = next((i for i, (a, b) in pairs if a != b), min(len(one), len(other)))
+    if common >= 64:
+        return (
+            f"ids that differ only after their first {common} characters were merged "
+            "(the id truncated to fit a key, e.g. VARCHAR(64) or id[:64])"
         )
     if "%" in one + other or "_" in one + other:
         return "ids with SQL wildcards (% or _) matched other ids (LIKE instead of =)"

@@ -16,6 +16,7 @@ from storetest.contract import ROLES, Attachment, Content, Message, Text, ToolCa
 
 __all__ = [
     "NASTY_ARGUMENTS",
+    "NASTY_ATTACHMENTS",
     "NASTY_TEXTS",
     "attachments",
     "contents",
@@ -142,12 +143,21 @@ tool_arguments = st.one_of(
 )
 """What a model may put in ``ToolCall.arguments``: raw JSON text, valid or not."""
 
-attachments = st.builds(
-    Attachment,
-    st.sampled_from(["image/png", "application/octet-stream", "text/plain; charset=latin-1"]),
-    st.one_of(
+#: Attachments whose bytes are not UTF-8 text: a store that decodes them changes them.
+NASTY_ATTACHMENTS: tuple[Attachment, ...] = (
+    Attachment("application/octet-stream", b""),
+    Attachment("application/octet-stream", b"\x00"),
+    Attachment("application/octet-stream", b"\xff\xfe\x00\x80"),
+    Attachment("text/plain; charset=latin-1", "é".encode("latin-1")),
+    Attachment("image/png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"),
+)
+
+attachments = st.one_of(
+    st.sampled_from(NASTY_ATTACHMENTS),
+    st.builds(
+        Attachment,
+        st.sampled_from(["image/png", "application/octet-stream", "text/plain; charset=latin-1"]),
         st.binary(max_size=64),
-        st.sampled_from([b"", b"\x00", b"\xff\xfe\x00", "é".encode("latin-1"), b"\x89PNG\r\n\x1a\n"]),
     ),
 )
 

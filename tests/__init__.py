@@ -1,0 +1,2 @@
+"""The project's own tests (a package, so ``tests.broken_stores`` is importable by
+``storetest check``)."""

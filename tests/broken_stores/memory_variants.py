@@ -1,0 +1,498 @@
+"""Broken variants of the in-memory reference store (:mod:`reference_stores.memory`).
+
+Each class changes one method of :class:`MemoryStore` (or one line in it) to carry one
+bug; the module-level functions are the factories (``storetest check
+tests.broken_stores.memory_variants:jsonb_arguments_store`` runs the whole suite on one).
+An ``await asyncio.sleep(0)`` stands for the network round trip between two commands
+to a server such as Redis: it is where another task's command lands, exactly as on a
+real server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from reference_stores.memory import MemoryBackend, MemoryStore
+from storetest.contract import (
+    Attachment,
+    Content,
+    Message,
+    Text,
+    ToolCall,
+    check_messages,
+    check_session_id,
+)
+from tests.broken_stores import BrokenStore
+
+# --- content rewritten on the way in ---------------------------------------------------
+
+
+class _RewritingStore(MemoryStore):
+    """Saves each content part through ``rewrite`` (the broken layer under test)."""
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        return part
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        checked = check_messages(messages)
+        self.backend.transcripts[session] = tuple(
+            replace(m, content=tuple(self.rewrite(p) for p in m.content)) for m in checked
+        )
+
+
+def _jsonb_like(arguments: str) -> str:
+    """What Postgres ``jsonb`` does to JSON text: last duplicate key wins, keys sorted
+    shorter-first then bytewise, whitespace normalized to ``", "`` and ``": "``."""
+
+    def obj(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        merged = dict(pairs)
+        return {k: merged[k] for k in sorted(merged, key=lambda k: (len(k.encode()), k.encode()))}
+
+    try:
+        value = json.loads(arguments, object_pairs_hook=obj)
+    except ValueError:
+        return arguments  # not JSON: kept as a string, like LangChain's invalid_tool_calls
+    return json.dumps(value, ensure_ascii=False)
+
+
+class JsonbArgumentsStore(_RewritingStore):
+    """Tool-call arguments parsed and re-serialized as a ``jsonb`` column would.
+
+    In the wild: the seed Go SDK's Postgres store (arguments as ``json.RawMessage`` in
+    ``jsonb``), and every Python store that keeps ``tool_calls[].args`` as a parsed
+    dict (LangChain's ``AIMessage.tool_calls``) and dumps it again on the way out.
+    """
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        if isinstance(part, ToolCall):
+            return replace(part, arguments=_jsonb_like(part.arguments))
+        return part
+
+
+def _text_rewriter(fn: Callable[[str], str], doc: str) -> type[_RewritingStore]:
+    class Store(_RewritingStore):
+        @staticmethod
+        def rewrite(part: Content) -> Content:
+            return replace(part, text=fn(part.text)) if isinstance(part, Text) else part
+
+    Store.__doc__ = doc
+    return Store
+
+
+NfcStore = _text_rewriter(
+    lambda s: unicodedata.normalize("NFC", s),
+    """Message text normalized to NFC before it is stored.
+
+    In the wild: "clean up" input layers (``unicodedata.normalize`` in a sanitizer),
+    macOS file names (HFS+ stores NFD), search-oriented ingestion pipelines.""",
+)
+RstripStore = _text_rewriter(
+    str.rstrip,
+    """Trailing whitespace stripped from message text.
+
+    In the wild: form and template layers that ``.strip()`` every field, CHAR columns
+    (padded, then trimmed on read), YAML/Markdown round trips.""",
+)
+CrlfStore = _text_rewriter(
+    lambda s: s.replace("\r\n", "\n"),
+    """``\\r\\n`` turned into ``\\n`` in message text.
+
+    In the wild: files opened in text mode (``newline=None``), git ``autocrlf``, HTTP
+    form encoders and editors that normalize line endings.""",
+)
+NulStrippingStore = _text_rewriter(
+    lambda s: s.replace("\x00", ""),
+    """NUL characters dropped from message text.
+
+    In the wild: the usual workaround for Postgres refusing NUL in ``text``/``jsonb``
+    (``.replace("\\x00", "")`` before insert), and C-string layers.""",
+)
+
+#: A MySQL ``TEXT`` column: 65,535 bytes.
+TEXT_LIMIT = 65_535
+
+
+class TruncatingStore(_RewritingStore):
+    """Message text cut to 65,535 UTF-8 bytes (on a character boundary).
+
+    In the wild: a MySQL/MariaDB ``TEXT`` column on a server outside strict mode
+    (truncates with only a warning), ``VARCHAR(n)`` limits, a DynamoDB or Firestore
+    store clipping values to fit an item limit.
+    """
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        if isinstance(part, Text):
+            cut = part.text.encode("utf-8")[:TEXT_LIMIT].decode("utf-8", "ignore")
+            return replace(part, text=cut)
+        return part
+
+
+class AttachmentAsTextStore(_RewritingStore):
+    """Attachment bytes decoded as UTF-8 (invalid bytes replaced) and encoded again.
+
+    In the wild: binary payloads put into a ``TEXT``/``str`` field, ``bytes.decode(errors=
+    "replace")`` to make JSON happy, drivers returning ``str`` for a text-typed blob.
+    """
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        if isinstance(part, Attachment):
+            return replace(part, data=part.data.decode("utf-8", "replace").encode("utf-8"))
+        return part
+
+
+# --- saves -----------------------------------------------------------------------------
+
+
+class AppendingStore(MemoryStore):
+    """``save`` appends the messages to the stored transcript instead of replacing it.
+
+    In the wild: an ``INSERT``-only save (no ``DELETE`` first), ``RPUSH`` without ``DEL``,
+    ``$push`` instead of ``$set`` in MongoDB; it looks right while each caller saves
+    only its new messages.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        old = self.backend.transcripts.get(session, ())
+        self.backend.transcripts[session] = old + check_messages(messages)
+
+
+class IgnoresEmptyStore(MemoryStore):
+    """``save(session, [])`` does nothing, so the old transcript stays.
+
+    In the wild: ``if not messages: return`` as an optimization, and bulk-insert helpers
+    (``executemany``, ``insert_many``) that skip or refuse an empty batch before the
+    delete runs.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        if not messages:
+            return
+        await super().save(session, messages)
+
+
+class TornSaveStore(MemoryStore):
+    """``save`` deletes the transcript, then pushes the messages one command at a time,
+    with no transaction around them: concurrent saves interleave.
+
+    In the wild: Redis ``DEL`` then ``RPUSH`` without ``MULTI``/``EXEC`` (or a pipeline
+    that is not transactional), SQL ``DELETE`` then ``INSERT``s in autocommit mode.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        new = check_messages(messages)
+        self.backend.transcripts[session] = ()  # DEL
+        for message in new:
+            await asyncio.sleep(0)  # the round trip before the next RPUSH
+            self.backend.transcripts[session] = (*self.backend.transcripts.get(session, ()), message)
+
+
+# --- steers ----------------------------------------------------------------------------
+
+
+class DedupSteersStore(MemoryStore):
+    """Steers kept in a set (insertion-ordered, so only the deduplication shows).
+
+    In the wild: a Redis ``SADD``/``ZADD`` queue (members are unique), a ``UNIQUE
+    (session, text)`` constraint with ``ON CONFLICT DO NOTHING``.
+    """
+
+    async def take_steers(self, session: str) -> list[str]:
+        return list(dict.fromkeys(await super().take_steers(session)))
+
+
+class LifoSteersStore(MemoryStore):
+    """Steers taken newest first.
+
+    In the wild: ``LPUSH`` + ``LRANGE`` in Redis (the list grows at the head),
+    ``ORDER BY id DESC`` copied from a "latest messages" query, a Python list used as
+    a stack.
+    """
+
+    async def take_steers(self, session: str) -> list[str]:
+        return (await super().take_steers(session))[::-1]
+
+
+class PeekingTakeStore(MemoryStore):
+    """``take_steers`` returns the queued steers but never deletes them.
+
+    In the wild: a take written as a plain ``SELECT`` with the ``DELETE`` forgotten (or
+    in a transaction that is never committed), ``LRANGE`` without ``LTRIM``.
+    """
+
+    async def take_steers(self, session: str) -> list[str]:
+        session = check_session_id(session)
+        return list(self.backend.steers.get(session, []))
+
+
+class UnlockedTakeStore(MemoryStore):
+    """``take_steers`` reads the queue, then trims what it read in a second command,
+    with no lock or transaction: two takers both read the same steers.
+
+    In the wild: Redis ``LRANGE`` then ``LTRIM`` without ``MULTI``/``WATCH`` or a Lua
+    script; any "read, then delete what I read" over an async client.
+    """
+
+    async def take_steers(self, session: str) -> list[str]:
+        session = check_session_id(session)
+        queued = list(self.backend.steers.get(session, []))  # LRANGE 0 -1
+        await asyncio.sleep(0)  # the round trip before the LTRIM
+        del self.backend.steers.get(session, [])[: len(queued)]  # LTRIM len -1
+        return queued
+
+
+class PerHandleLockStore(MemoryStore):
+    """``take_steers`` is read-then-trim guarded by an ``asyncio.Lock`` that belongs to
+    the handle: right within one process, a double hand-out across replicas.
+
+    In the wild: a ``threading.Lock``/``asyncio.Lock`` (or a Go ``sync.Mutex``) used to
+    make a take atomic, which holds only inside the process that owns it.
+    """
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self._lock = asyncio.Lock()
+
+    def replica(self) -> PerHandleLockStore:
+        return PerHandleLockStore(self.backend)
+
+    async def take_steers(self, session: str) -> list[str]:
+        session = check_session_id(session)
+        async with self._lock:
+            queued = list(self.backend.steers.get(session, []))
+            await asyncio.sleep(0)
+            del self.backend.steers.get(session, [])[: len(queued)]
+            return queued
+
+
+# --- aliasing and caches ---------------------------------------------------------------
+
+
+class OwnListStore(MemoryStore):
+    """``messages()`` returns the list the store keeps, so a caller that edits the
+    result edits the stored transcript.
+
+    In the wild: every in-memory store or cache that ``return self._data[key]``; the
+    Go equivalent returns its own slice.
+    """
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.lists: dict[str, list[Message]] = {}
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        self.lists[session] = list(check_messages(messages))
+
+    async def messages(self, session: str) -> list[Message]:
+        session = check_session_id(session)
+        return self.lists.setdefault(session, [])
+
+
+class KeepsCallersListStore(MemoryStore):
+    """``save`` keeps the very list it was given, so the caller appending to its list
+    afterwards changes the stored transcript.
+
+    In the wild: ``self._data[key] = messages`` in an in-memory store or test double.
+    """
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.lists: dict[str, list[Message]] = {}
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        check_messages(messages)
+        self.lists[session] = messages  # type: ignore[assignment]
+
+    async def messages(self, session: str) -> list[Message]:
+        session = check_session_id(session)
+        return list(self.lists.get(session, []))
+
+
+class StaleCacheStore(MemoryStore):
+    """Each handle serves reads from what it saved itself, so it never sees a save
+    made through another replica.
+
+    In the wild: a per-process read-through cache (``functools.lru_cache``, a dict in
+    front of the database) with no invalidation across replicas.
+    """
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.cache: dict[str, list[Message]] = {}
+
+    def replica(self) -> StaleCacheStore:
+        return StaleCacheStore(self.backend)
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        await super().save(session, messages)
+        self.cache[session] = list(messages)
+
+    async def messages(self, session: str) -> list[Message]:
+        session = check_session_id(session)
+        if session in self.cache:
+            return list(self.cache[session])
+        return await super().messages(session)
+
+
+# --- session keys ----------------------------------------------------------------------
+
+
+class _KeyedStore(MemoryStore):
+    """Every method looks the session up under ``key(session)``."""
+
+    @staticmethod
+    def key(session: str) -> str:
+        return session
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        await super().save(self.key(check_session_id(session)), messages)
+
+    async def messages(self, session: str) -> list[Message]:
+        return await super().messages(self.key(check_session_id(session)))
+
+    async def add_steer(self, session: str, text: str) -> None:
+        await super().add_steer(self.key(check_session_id(session)), text)
+
+    async def take_steers(self, session: str) -> list[str]:
+        return await super().take_steers(self.key(check_session_id(session)))
+
+
+class TruncatedIdStore(_KeyedStore):
+    """Sessions keyed by the id cut to 64 characters.
+
+    In the wild: a ``VARCHAR(64)`` key column outside MySQL strict mode (silently
+    truncated), ``id[:64]`` to fit a Redis key budget or a file name.
+    """
+
+    @staticmethod
+    def key(session: str) -> str:
+        return session[:64]
+
+
+class HashPrefixIdStore(_KeyedStore):
+    """Sessions keyed by the first hex digit of their SHA-1: sixteen shard files, and
+    the session id itself forgotten inside the shard.
+
+    In the wild: sharding by a hash prefix (``objects/ab/`` fan-out, a hash-slot or
+    partition key) without storing the full id in the shard; any short hash used as
+    the whole key. (A 4-hex-digit prefix fails the same way but needs ~300 live ids
+    before two collide: see docs/broken-stores.md.)
+    """
+
+    @staticmethod
+    def key(session: str) -> str:
+        return hashlib.sha1(session.encode("utf-8")).hexdigest()[:1]
+
+
+# --- factories -------------------------------------------------------------------------
+
+
+def jsonb_arguments_store() -> JsonbArgumentsStore:
+    """The jsonb-style store, for ``storetest check`` and the end-to-end test."""
+    return JsonbArgumentsStore()
+
+
+def jsonb_arguments_replica(primary: JsonbArgumentsStore) -> JsonbArgumentsStore:
+    return JsonbArgumentsStore(primary.backend)
+
+
+def _replica(primary: MemoryStore) -> MemoryStore:
+    return primary.replica()  # type: ignore[no-any-return]
+
+
+def _broken(
+    name: str, cls: type[MemoryStore], bug: str, wild: str, clause: str, diagnosis: str,
+    *, replica: bool = False, racy: bool = False, profile: str = "fast",
+) -> BrokenStore:
+    def factory() -> MemoryStore:
+        return cls()
+
+    factory.__name__ = factory.__qualname__ = "make_" + name.replace("-", "_")
+    return BrokenStore(name, bug, wild, clause, diagnosis, factory,
+                       replica=_replica if replica else None, racy=racy, profile=profile)
+
+
+BROKEN: list[BrokenStore] = [
+    _broken("memory-jsonb-arguments", JsonbArgumentsStore,
+            "tool-call arguments parsed and re-serialized as jsonb does",
+            "the seed Go SDK (json.RawMessage in jsonb); LangChain's parsed tool_calls[].args",
+            "tool_arguments_are_kept_verbatim", "raw JSON re-encoded"),
+    _broken("memory-nfc", NfcStore, "message text normalized to NFC",
+            "input sanitizers calling unicodedata.normalize; NFD/NFC file-system round trips",
+            "transcript_round_trips_exactly", "Unicode normalized to NFC"),
+    _broken("memory-rstrip", RstripStore, "trailing whitespace stripped from message text",
+            "form/template layers that strip() every field; CHAR columns",
+            "transcript_round_trips_exactly", "trailing whitespace stripped"),
+    _broken("memory-crlf", CrlfStore, "CRLF turned into LF in message text",
+            "text-mode file I/O, git autocrlf, newline-normalizing HTTP layers",
+            "transcript_round_trips_exactly", "CRLF turned into LF"),
+    _broken("memory-nul-stripped", NulStrippingStore, "NUL characters dropped from message text",
+            "the workaround for Postgres refusing NUL in text/jsonb; C-string layers",
+            "transcript_round_trips_exactly", "NUL lost"),
+    _broken("memory-truncated-64k", TruncatingStore, "message text cut at 65,535 bytes",
+            "MySQL TEXT outside strict mode; VARCHAR(n); item-size limits",
+            "large_values_round_trip", "truncated at 65535 bytes"),
+    _broken("memory-attachment-as-text", AttachmentAsTextStore,
+            "attachment bytes decoded as UTF-8 and encoded again",
+            "binary put in a TEXT/str field; decode(errors='replace') to make JSON happy",
+            "transcript_round_trips_exactly", "attachment bytes decoded as text"),
+    _broken("memory-save-appends", AppendingStore, "save appends instead of replacing",
+            "INSERT-only saves; RPUSH without DEL; MongoDB $push instead of $set",
+            "save_replaces_the_transcript", "appended instead of replaced"),
+    _broken("memory-save-ignores-empty", IgnoresEmptyStore, "save([]) leaves the old transcript",
+            "`if not messages: return`; bulk inserts that skip an empty batch",
+            "save_replaces_the_transcript", "saving an empty list left the old transcript"),
+    _broken("memory-torn-save", TornSaveStore,
+            "save deletes, then pushes messages one command at a time, no transaction",
+            "Redis DEL + RPUSH without MULTI/EXEC; SQL DELETE + INSERTs in autocommit",
+            "concurrent_saves_leave_one_transcript", "transcript torn", racy=True),
+    _broken("memory-steers-deduplicated", DedupSteersStore, "identical steers merged (a set)",
+            "Redis SADD/ZADD queues; UNIQUE (session, text) with ON CONFLICT DO NOTHING",
+            "steers_are_taken_in_order_exactly_once", "identical steers merged into one"),
+    _broken("memory-steers-lifo", LifoSteersStore, "steers taken newest first",
+            "LPUSH + LRANGE; ORDER BY id DESC copied from a 'latest' query; a list as a stack",
+            "steers_are_taken_in_order_exactly_once", "last-in-first-out"),
+    _broken("memory-take-without-delete", PeekingTakeStore,
+            "take_steers returns the steers but never deletes them",
+            "a take that SELECTs and forgets the DELETE (or never commits); LRANGE without LTRIM",
+            "steers_are_taken_in_order_exactly_once", "steers taken twice"),
+    _broken("memory-unlocked-take", UnlockedTakeStore,
+            "take reads the queue, then trims it in a second command, no lock",
+            "Redis LRANGE then LTRIM without MULTI/WATCH or a Lua script",
+            "steers_are_taken_exactly_once_under_concurrency", "duplicated", racy=True),
+    _broken("memory-per-handle-lock", PerHandleLockStore,
+            "take guarded by a lock that only holds inside one handle/process",
+            "asyncio.Lock / threading.Lock / sync.Mutex making a shared-backend take 'atomic'",
+            "steers_are_taken_once_across_replicas", "duplicated", replica=True, racy=True),
+    _broken("memory-returns-own-list", OwnListStore, "messages() returns the store's own list",
+            "`return self._data[key]` in in-memory stores and caches",
+            "stored_data_is_not_aliased", "messages() returned the store's own list"),
+    _broken("memory-keeps-callers-list", KeepsCallersListStore,
+            "save keeps the caller's list, not a copy",
+            "`self._data[key] = messages` in in-memory stores and test doubles",
+            "stored_data_is_not_aliased", "the store kept the list passed to save"),
+    _broken("memory-stale-replica-cache", StaleCacheStore,
+            "each handle reads from a cache of what it saved itself",
+            "per-process read-through caches with no cross-replica invalidation",
+            "replicas_share_transcripts", "stale read", replica=True),
+    _broken("memory-id-truncated-64", TruncatedIdStore, "sessions keyed by the id's first 64 chars",
+            "VARCHAR(64) keys outside strict mode; id[:64] to fit a key or file name",
+            "sessions_are_isolated", "differ only after their first"),
+    _broken("memory-id-hash-prefix", HashPrefixIdStore,
+            "sessions keyed by a 1-hex-digit SHA-1 prefix (16 shards, id not kept)",
+            "hash-prefix sharding that forgets the full id; a short hash as the whole key",
+            "sessions_are_isolated", "ids hashed or truncated"),
+]

@@ -1,0 +1,151 @@
+"""The suite against deliberately broken stores: each must fail the clause meant for it,
+with the diagnosis meant for it.
+
+Racy stores (caught by a concurrency clause) run ``STORETEST_KILL_RUNS`` times (default
+1), each with its own seed, and must be caught every time:
+
+    STORETEST_KILL_RUNS=20 pytest tests/test_broken_stores.py -k racy -rA
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reference_stores.memory import MemoryStore
+from reference_stores.sqlite import SQLiteStore
+from tests.broken_stores import BrokenStore, diagnoses, mysql_variants, registry, run_clause
+
+pytest_plugins = ["pytester"]
+
+BROKEN = registry()
+KILL_RUNS = int(os.environ.get("STORETEST_KILL_RUNS", "1"))
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _seed(request: pytest.FixtureRequest) -> int:
+    seed = request.config.getoption("storetest_seed")
+    return random.randrange(2**32) if seed is None else int(seed)
+
+
+def test_the_collection_is_big_enough_and_named() -> None:
+    """At least 25 broken stores, each with its bug, where it happens, and a diagnosis."""
+    assert len(BROKEN) >= 25, f"only {len(BROKEN)} broken stores"
+    for broken in BROKEN:
+        assert broken.bug and broken.wild and broken.diagnosis, broken.name
+        store_class_doc = broken.factory.__doc__ or ""
+        assert broken.factory.__module__.startswith("tests.broken_stores."), store_class_doc
+
+
+@pytest.mark.parametrize(
+    "broken", [b for b in BROKEN if not b.racy], ids=lambda b: f"{b.backend}:{b.name}"
+)
+def test_the_suite_catches(broken: BrokenStore, request: pytest.FixtureRequest) -> None:
+    """The intended clause fails, naming itself, with the intended diagnosis."""
+    seed = _seed(request)
+    failure = run_clause(broken, request.getfixturevalue, seed)
+    assert failure is not None, f"{broken.clause} passed {broken.name} (seed {seed})"
+    assert failure.clause == broken.clause, str(failure)
+    assert any(broken.diagnosis in d for d in diagnoses(failure)), (
+        f"{broken.name} (seed {seed}): wanted a diagnosis containing {broken.diagnosis!r}, "
+        f"got:\n{failure}"
+    )
+
+
+@pytest.mark.parametrize(
+    "broken", [b for b in BROKEN if b.racy], ids=lambda b: f"racy-{b.backend}:{b.name}"
+)
+def test_the_suite_kills_racy_store_every_run(
+    broken: BrokenStore, request: pytest.FixtureRequest
+) -> None:
+    """A concurrency bug is caught on every seed, not by luck (STORETEST_KILL_RUNS runs)."""
+    first = _seed(request)
+    seeds = [first + i for i in range(KILL_RUNS)]
+    missed: list[int] = []
+    wrong: list[str] = []
+    for seed in seeds:
+        failure = run_clause(broken, request.getfixturevalue, seed)
+        if failure is None:
+            missed.append(seed)
+        elif failure.clause != broken.clause or not any(
+            broken.diagnosis in d for d in diagnoses(failure)
+        ):
+            wrong.append(f"seed {seed}: {failure}")
+    caught = len(seeds) - len(missed)
+    request.node.add_report_section("call", "kills", f"{broken.name}: caught {caught}/{len(seeds)}")
+    assert not missed, f"{broken.name} survived seeds {missed}: caught {caught}/{len(seeds)}"
+    assert not wrong, "\n".join(wrong)
+
+
+def _sqlite_reference(tmp_path: Path) -> Iterator[SQLiteStore]:
+    with SQLiteStore(tmp_path / "control.db") as store:
+        yield store
+
+
+_CONTROLS = {
+    "memory": BrokenStore("memory-control", "none", "-", "unknown_session_is_empty", "-",
+                          MemoryStore, replica=lambda primary: primary.replica()),
+    "sqlite": BrokenStore("sqlite-control", "none", "-", "unknown_session_is_empty", "-",
+                          _sqlite_reference),
+    "mysql": BrokenStore("mariadb-control", "none", "-", "unknown_session_is_empty", "-",
+                         mysql_variants.plain_store),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(_CONTROLS))
+def test_the_unbroken_base_passes_what_its_variants_fail(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The control: the store each variant of a family changes in one place (the
+    reference store, or the plain MariaDB store) passes every clause those variants
+    are caught by, so what the suite catches is the bug, not the base."""
+    seed = _seed(request)
+    control = _CONTROLS[backend]
+    clauses = sorted({b.clause for b in BROKEN if b.backend == backend})
+    for clause in clauses:
+        failure = run_clause(control, request.getfixturevalue, seed, clause=clause)
+        assert failure is None, f"the {backend} control failed {clause} (seed {seed}):\n{failure}"
+
+
+def test_run_conformance_reports_the_jsonb_style_store(pytester: pytest.Pytester) -> None:
+    """End to end through run_conformance: the jsonb-style memory store fails the
+    verbatim-arguments clause (and the large-values one, whose 256 KiB arguments it
+    rewrites too), passes the rest, and the report table says so."""
+    pytester.syspathinsert(ROOT)
+    pytester.makepyfile(
+        test_jsonb_store=textwrap.dedent(
+            """
+            from storetest import run_conformance
+            from tests.broken_stores.memory_variants import (
+                jsonb_arguments_replica,
+                jsonb_arguments_store,
+            )
+
+            run_conformance(jsonb_arguments_store, replica=jsonb_arguments_replica, name="jsonb-memory")
+            """
+        )
+    )
+    # Clauses fed random transcripts may or may not draw a rewritable tool call; leave
+    # them out so the counts are exact.
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--storetest-seed=7",
+        "-k", "not transcript_round_trips and not save_replaces and not store_matches_model",
+    )
+    result.assert_outcomes(passed=11, failed=2, deselected=3)
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "storetest conformance (profile fast)" in line)
+    end = next(i for i in range(start, len(lines)) if "short test summary" in lines[i])
+    # The table wraps long diagnoses onto indented lines: join them back.
+    report = " ".join(line.strip() for line in lines[start + 1 : end])
+    assert "jsonb-memory: 13 clauses: 11 passed, 2 failed, 0 skipped" in report
+    assert (
+        "FAIL tool_arguments_are_kept_verbatim" in " ".join(report.split())
+    ), report
+    assert "raw JSON re-encoded (duplicate key dropped, keys reordered, whitespace changed)" in report
+    assert "FAIL large_values_round_trip" in " ".join(report.split())
+    assert "pass steers_are_taken_in_order_exactly_once" in " ".join(report.split())
