@@ -370,6 +370,18 @@ class _KeyedStore(MemoryStore):
         return await super().take_steers(self.key(check_session_id(session)))
 
 
+class LowercasedIdStore(_KeyedStore):
+    """Sessions keyed by the id lower-cased, so 'A' and 'a' share a conversation.
+
+    In the wild: ids "normalized" with ``.lower()`` on the way in (user names, emails),
+    or a case-insensitive key lookup (``ILIKE``, a case-folding dict).
+    """
+
+    @staticmethod
+    def key(session: str) -> str:
+        return session.lower()
+
+
 class TruncatedIdStore(_KeyedStore):
     """Sessions keyed by the id cut to 64 characters.
 
@@ -488,6 +500,9 @@ BROKEN: list[BrokenStore] = [
             "each handle reads from a cache of what it saved itself",
             "per-process read-through caches with no cross-replica invalidation",
             "replicas_share_transcripts", "stale read", replica=True),
+    _broken("memory-id-lowercased", LowercasedIdStore, "sessions keyed by the id lower-cased",
+            "ids normalized with .lower(); ILIKE or case-folding lookups",
+            "sessions_are_isolated", "differ only by case"),
     _broken("memory-id-truncated-64", TruncatedIdStore, "sessions keyed by the id's first 64 chars",
             "VARCHAR(64) keys outside strict mode; id[:64] to fit a key or file name",
             "sessions_are_isolated", "differ only after their first"),
