@@ -72,10 +72,6 @@ class Handle:
     async def take_steers(self, session: object) -> list[str]:
         return await self._call("take_steers", session)  # type: ignore[no-any-return]
 
-    @property
-    def concurrency(self) -> str:
-        return "tasks on one event loop" if self.is_async else "threads"
-
 
 @dataclass
 class Target:
@@ -87,7 +83,6 @@ class Target:
     loop: asyncio.AbstractEventLoop
     settings: Settings
     seed: int
-    run_name: str = "store"
     _namespace: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
     _counter: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -121,12 +116,6 @@ async def gather_all(work: Sequence[Awaitable[T]]) -> list[T]:
         if isinstance(result, BaseException):
             raise result
     return results  # type: ignore[return-value]
-
-
-def call_with_fixtures(fn: Callable[..., Any], available: dict[str, Any]) -> Any:
-    """Call ``fn`` with the keyword arguments its signature names, from ``available``."""
-    names = parameter_names(fn)
-    return fn(**{name: available[name] for name in names})
 
 
 def parameter_names(fn: Callable[..., Any]) -> list[str]:

@@ -7,6 +7,7 @@ no conftest copying, no star-imports.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import os
@@ -126,11 +127,10 @@ def _conformance_class(
             if replica is not None:
                 fixtures["primary"] = store
                 second = Handle(loop.run_until_complete(_open(replica, fixtures, closers)), "replica")
-            yield Target(clause, handle, second, loop, PROFILES[profile], seed, name)
+            yield Target(clause, handle, second, loop, PROFILES[profile], seed)
         finally:
             try:
-                for closer in reversed(closers):
-                    loop.run_until_complete(_close(closer))
+                _close_all(loop, closers)
             finally:
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 loop.run_until_complete(loop.shutdown_default_executor())
@@ -182,6 +182,18 @@ async def _open(fn: Callable[..., Any], available: dict[str, Any], closers: list
     if inspect.isawaitable(result):
         return await result
     return result
+
+
+def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
+    """Tear down every factory, newest first; one failing does not skip the rest."""
+    errors = []
+    for closer in reversed(closers):
+        try:
+            loop.run_until_complete(_close(closer))
+        except Exception as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 async def _close(generator: Any) -> None:

@@ -129,7 +129,7 @@ def run_clause(
             replica = Handle(loop.run_until_complete(_open(broken.replica, available, closers)),
                              "replica")
         settings = PROFILES[profile or broken.profile]
-        target = Target(name, Handle(store, "factory"), replica, loop, settings, seed, broken.name)
+        target = Target(name, Handle(store, "factory"), replica, loop, settings, seed)
         try:
             _CLAUSES[name](target)
         except BaseException as exc:
