@@ -11,8 +11,9 @@ import asyncio
 import inspect
 import itertools
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -131,3 +132,72 @@ def parameter_names(fn: Callable[..., Any]) -> list[str]:
             continue
         names.append(p.name)
     return names
+
+
+@contextmanager
+def open_target(
+    clause: str,
+    factory: Callable[..., Any],
+    replica: Callable[..., Any] | None,
+    fixtures: dict[str, Any],
+    settings: Settings,
+    seed: int,
+) -> Iterator[Target]:
+    """A fresh event loop, the store (and replica) from their factories, and the
+    :class:`Target` over them; afterwards every factory is torn down and the loop closed.
+
+    ``fixtures`` holds the values the factories' parameters name; a replica parameter
+    named ``primary`` receives the store ``factory`` made.
+    """
+    loop = new_loop()
+    closers: list[Any] = []
+    try:
+        store = loop.run_until_complete(_open(factory, fixtures, closers))
+        second = None
+        if replica is not None:
+            opened = loop.run_until_complete(_open(replica, {**fixtures, "primary": store}, closers))
+            second = Handle(opened, "replica")
+        yield Target(clause, Handle(store, "factory"), second, loop, settings, seed)
+    finally:
+        try:
+            _close_all(loop, closers)
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
+
+
+async def _open(fn: Callable[..., Any], available: dict[str, Any], closers: list[Any]) -> Any:
+    result = fn(**{n: available[n] for n in parameter_names(fn)})
+    if inspect.isasyncgen(result):
+        closers.append(result)
+        return await result.__anext__()
+    if inspect.isgenerator(result):
+        closers.append(result)
+        return next(result)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
+    """Tear down every factory, newest first; one failing does not skip the rest."""
+    errors = []
+    for closer in reversed(closers):
+        try:
+            loop.run_until_complete(_close(closer))
+        except Exception as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+async def _close(generator: Any) -> None:
+    try:
+        if inspect.isasyncgen(generator):
+            await generator.__anext__()
+        else:
+            next(generator)
+    except (StopIteration, StopAsyncIteration):
+        return
+    raise RuntimeError(f"the store factory {generator!r} yielded twice; it must yield the store once")

@@ -32,7 +32,7 @@ from storetest.diagnosis import (
     shorten,
 )
 
-__all__ = ["CLAUSES", "NEEDS_REPLICA", "ConformanceFailure", "Violation"]
+__all__ = ["CLAUSES", "NEEDS_REPLICA", "ConformanceFailure", "Violation", "conformance_failures"]
 
 _MAX_SHOWN = 10
 
@@ -69,6 +69,16 @@ class ConformanceFailure(AssertionError):
         if what:
             lines.append(f"the clause: {what}")
         super().__init__("\n".join(lines))
+
+
+def conformance_failures(error: BaseException) -> list[ConformanceFailure]:
+    """Every :class:`ConformanceFailure` in ``error``, looking inside exception groups
+    (Hypothesis raises one when an example fails in more than one way)."""
+    if isinstance(error, ConformanceFailure):
+        return [error]
+    if isinstance(error, BaseExceptionGroup):
+        return [f for inner in error.exceptions for f in conformance_failures(inner)]
+    return []
 
 
 class _Check:

@@ -7,7 +7,6 @@ no conftest copying, no star-imports.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import inspect
 import os
@@ -23,8 +22,8 @@ from hypothesis import HealthCheck
 from hypothesis import settings as Settings
 
 from storetest import _databases
-from storetest._harness import Handle, Target, new_loop, parameter_names
-from storetest.clauses import CLAUSES, NEEDS_REPLICA, ConformanceFailure
+from storetest._harness import Target, open_target, parameter_names
+from storetest.clauses import CLAUSES, NEEDS_REPLICA, conformance_failures
 from storetest.report import ClauseResult, render, render_text
 
 __all__ = ["PROFILES", "run_conformance"]
@@ -118,23 +117,8 @@ def _conformance_class(
         if seed is None:
             seed = random.randrange(2**32)
         request.node.user_properties.append(("storetest_seed", seed))
-        loop = new_loop()
-        closers: list[Any] = []
-        try:
-            store = loop.run_until_complete(_open(factory, fixtures, closers))
-            handle = Handle(store, "factory")
-            second = None
-            if replica is not None:
-                fixtures["primary"] = store
-                second = Handle(loop.run_until_complete(_open(replica, fixtures, closers)), "replica")
-            yield Target(clause, handle, second, loop, PROFILES[profile], seed)
-        finally:
-            try:
-                _close_all(loop, closers)
-            finally:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.run_until_complete(loop.shutdown_default_executor())
-                loop.close()
+        with open_target(clause, factory, replica, fixtures, PROFILES[profile], seed) as t:
+            yield t
 
     target.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
@@ -169,42 +153,6 @@ def _clause_test(clause: Callable[[Target], None]) -> Callable[..., None]:
     test.__qualname__ = test.__name__
     test.__doc__ = clause.__doc__
     return test
-
-
-async def _open(fn: Callable[..., Any], available: dict[str, Any], closers: list[Any]) -> Any:
-    result = fn(**{n: available[n] for n in parameter_names(fn)})
-    if inspect.isasyncgen(result):
-        closers.append(result)
-        return await result.__anext__()
-    if inspect.isgenerator(result):
-        closers.append(result)
-        return next(result)
-    if inspect.isawaitable(result):
-        return await result
-    return result
-
-
-def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
-    """Tear down every factory, newest first; one failing does not skip the rest."""
-    errors = []
-    for closer in reversed(closers):
-        try:
-            loop.run_until_complete(_close(closer))
-        except Exception as exc:
-            errors.append(exc)
-    if errors:
-        raise errors[0]
-
-
-async def _close(generator: Any) -> None:
-    try:
-        if inspect.isasyncgen(generator):
-            await generator.__anext__()
-        else:
-            next(generator)
-    except (StopIteration, StopAsyncIteration):
-        return
-    raise RuntimeError(f"the store factory {generator!r} yielded twice; it must yield the store once")
 
 
 # --- pytest hooks ------------------------------------------------------------------------
@@ -279,7 +227,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append(("storetest_diagnosis", _diagnosis(error)))
         seed = dict(item.user_properties).get("storetest_seed")
         if report.when == "call":
-            failures = _conformance_failures(error)
+            failures = conformance_failures(error)
             if failures:
                 # The clause's own message says everything; the harness traceback does not.
                 report.longrepr = "\n".join(
@@ -293,16 +241,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 ))
 
 
-def _conformance_failures(error: BaseException) -> list[ConformanceFailure]:
-    if isinstance(error, ConformanceFailure):
-        return [error]
-    if isinstance(error, BaseExceptionGroup):
-        return [f for inner in error.exceptions for f in _conformance_failures(inner)]
-    return []
-
-
 def _diagnosis(error: BaseException) -> str:
-    failures = _conformance_failures(error)
+    failures = conformance_failures(error)
     if failures:
         return failures[0].diagnosis
     first = str(error).strip().splitlines()[0] if str(error).strip() else ""

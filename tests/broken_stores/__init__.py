@@ -13,13 +13,12 @@ replica factory may also ask for ``primary``, the store the factory made.
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from storetest._harness import Handle, Target, new_loop, parameter_names
-from storetest.clauses import CLAUSES, ConformanceFailure
+from storetest._harness import open_target, parameter_names
+from storetest.clauses import CLAUSES, ConformanceFailure, conformance_failures
 from storetest.plugin import PROFILES
 
 __all__ = ["BrokenStore", "diagnoses", "registry", "run_clause"]
@@ -70,37 +69,6 @@ def registry() -> list[BrokenStore]:
     return stores
 
 
-def _failures(error: BaseException) -> list[ConformanceFailure]:
-    if isinstance(error, ConformanceFailure):
-        return [error]
-    if isinstance(error, BaseExceptionGroup):
-        return [f for inner in error.exceptions for f in _failures(inner)]
-    return []
-
-
-async def _open(fn: Callable[..., Any], available: dict[str, Any], closers: list[Any]) -> Any:
-    result = fn(**{n: available[n] for n in parameter_names(fn)})
-    if inspect.isasyncgen(result):
-        closers.append(result)
-        return await result.__anext__()
-    if inspect.isgenerator(result):
-        closers.append(result)
-        return next(result)
-    if inspect.isawaitable(result):
-        return await result
-    return result
-
-
-async def _close(generator: Any) -> None:
-    try:
-        if inspect.isasyncgen(generator):
-            await generator.__anext__()
-        else:
-            next(generator)
-    except (StopIteration, StopAsyncIteration):
-        return
-
-
 def run_clause(
     broken: BrokenStore,
     fixture: Callable[[str], Any],
@@ -119,33 +87,16 @@ def run_clause(
     """
     name = clause or broken.clause
     available = {n: fixture(n) for n in broken.fixtures()}
-    loop = new_loop()
-    closers: list[Any] = []
-    try:
-        store = loop.run_until_complete(_open(broken.factory, available, closers))
-        replica = None
-        if broken.replica is not None:
-            available["primary"] = store
-            replica = Handle(loop.run_until_complete(_open(broken.replica, available, closers)),
-                             "replica")
-        settings = PROFILES[profile or broken.profile]
-        target = Target(name, Handle(store, "factory"), replica, loop, settings, seed)
+    settings = PROFILES[profile or broken.profile]
+    with open_target(name, broken.factory, broken.replica, available, settings, seed) as target:
         try:
             _CLAUSES[name](target)
         except BaseException as exc:
-            failures = _failures(exc)
+            failures = conformance_failures(exc)
             if failures:
                 return failures[0]
             raise
         return None
-    finally:
-        try:
-            for closer in reversed(closers):
-                loop.run_until_complete(_close(closer))
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-            loop.close()
 
 
 def diagnoses(failure: ConformanceFailure) -> list[str]:
