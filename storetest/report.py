@@ -1,87 +1,81 @@
-"""The conformance report: one row per clause with its result and one-line diagnosis,
-rendered as a terminal table, Markdown or JSON. Pure functions; the plugin feeds them."""
+"""The conformance report: a row per clause with its verdict and one-line diagnosis,
+rendered for the terminal, as Markdown, or as JSON. Pure functions over
+:class:`~storetest.runner.Report`; the plugin and the command feed them."""
 
 from __future__ import annotations
 
 import json
 import textwrap
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Final
 
-__all__ = ["ClauseResult", "render", "render_json", "render_markdown", "render_text"]
+if TYPE_CHECKING:
+    from storetest.runner import Report
 
-_SHOWN = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "error": "ERROR"}
+__all__ = ["render", "render_json", "render_markdown", "render_text"]
 
-
-@dataclass(frozen=True)
-class ClauseResult:
-    run: str
-    clause: str
-    outcome: str  # passed, failed, skipped, error
-    diagnosis: str
-    nodeid: str
-    seconds: float
-    seed: int | None = None
+_SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not claimed": "n/c", "error": "ERROR"}
+JSON_FORMAT: Final = 1
 
 
-def _runs(results: Sequence[ClauseResult]) -> dict[str, list[ClauseResult]]:
-    runs: dict[str, list[ClauseResult]] = {}
-    for r in results:
-        runs.setdefault(r.run, []).append(r)
-    return runs
+def _header(report: Report) -> str:
+    caps = ", ".join(report.capabilities) or "none found"
+    line = f"{report.name}: {report.summary()} (claims: {caps}; seed {report.seed}, nonce {report.nonce})"
+    partial = "; ".join(f"{cap} only in part (has {', '.join(ms)})" for cap, ms in report.partial.items())
+    return f"{line}\n  note: {partial}" if partial else line
 
 
-def _summary(rows: Sequence[ClauseResult]) -> str:
-    counts = {k: sum(r.outcome == k for r in rows) for k in _SHOWN}
-    parts = [f"{counts['passed']} passed", f"{counts['failed']} failed", f"{counts['skipped']} skipped"]
-    if counts["error"]:
-        parts.append(f"{counts['error']} errors")
-    return f"{len(rows)} clauses: " + ", ".join(parts)
-
-
-def render_text(results: Sequence[ClauseResult], width: int = 100) -> str:
+def render_text(report: Report, width: int = 100) -> str:
     """A row per clause; a failure's diagnosis follows on its own wrapped lines."""
-    lines = []
-    for run, rows in _runs(results).items():
-        lines.append(f"{run}: {_summary(rows)}")
-        name_width = max(len(r.clause) for r in rows)
-        for r in rows:
-            lines.append(f"  {_SHOWN[r.outcome]:5} {r.clause:<{name_width}}  {r.seconds:6.2f}s")
-            if r.diagnosis:
-                lines += textwrap.wrap(r.diagnosis, max(40, width - 2), initial_indent="        ",
-                                       subsequent_indent="        ")
+    lines = [_header(report)]
+    if not report.results:
+        return lines[0]
+    name_width = max(len(r.clause) for r in report.results)
+    for r in report.results:
+        lines.append(f"  {_SHOWN[r.outcome]:5} {r.clause:<{name_width}}  {r.seconds:6.2f}s")
+        if r.diagnosis and r.outcome != "passed":
+            lines += textwrap.wrap(r.diagnosis, max(40, width - 2), initial_indent="        ",
+                                   subsequent_indent="        ")
+    if report.not_run:
+        lines.append(f"  not run: {', '.join(report.not_run)}")
     return "\n".join(lines)
 
 
-def render_markdown(results: Sequence[ClauseResult], *, profile: str = "") -> str:
+def render_markdown(reports: Sequence[Report]) -> str:
     lines = ["# storetest conformance report", ""]
-    if profile:
-        lines += [f"Hypothesis profile: `{profile}`.", ""]
-    for run, rows in _runs(results).items():
-        lines += [f"## {run}", "", _summary(rows), "", "| clause | result | diagnosis |", "|---|---|---|"]
-        for r in rows:
+    for report in reports:
+        lines += [f"## {report.name}", "", f"Profile `{report.profile}`, seed `{report.seed}`, nonce "
+                  f"`{report.nonce}`. Claims: {', '.join(report.capabilities) or 'none found'}.", "",
+                  report.summary(), "", "| clause | result | diagnosis |", "|---|---|---|"]
+        for r in report.results:
             diagnosis = r.diagnosis.replace("|", "\\|").replace("\n", " ")
             lines.append(f"| `{r.clause}` | {_SHOWN[r.outcome]} | {diagnosis} |")
+        if report.not_run:
+            lines += ["", f"Not run: {', '.join(f'`{n}`' for n in report.not_run)}."]
         lines.append("")
     return "\n".join(lines)
 
 
-def render_json(results: Sequence[ClauseResult], *, profile: str = "") -> str:
-    return json.dumps(
-        {
-            "profile": profile,
-            "runs": [
-                {"name": run, "summary": _summary(rows), "clauses": [asdict(r) for r in rows]}
-                for run, rows in _runs(results).items()
-            ],
-        },
-        indent=2,
-        ensure_ascii=False,
-    )
+def _as_json(report: Report) -> dict[str, Any]:
+    return {
+        "name": report.name,
+        "profile": report.profile,
+        "seed": report.seed,
+        "nonce": report.nonce,
+        "capabilities": list(report.capabilities),
+        "totals": {o: report.count(o) for o in _SHOWN} | {"not run": len(report.not_run)},  # type: ignore[arg-type]
+        "summary": report.summary(),
+        "clauses": [asdict(r) for r in report.results],
+        "not_run": list(report.not_run),
+    }
 
 
-def render(results: Sequence[ClauseResult], path: str, *, profile: str = "") -> str:
+def render_json(reports: Sequence[Report]) -> str:
+    return json.dumps({"format": JSON_FORMAT, "runs": [_as_json(r) for r in reports]}, indent=2,
+                      ensure_ascii=False)
+
+
+def render(reports: Sequence[Report], path: str) -> str:
     """The report in the format the file name asks for: ``.json``, else Markdown."""
-    if path.endswith(".json"):
-        return render_json(results, profile=profile)
-    return render_markdown(results, profile=profile)
+    return render_json(reports) if path.endswith(".json") else render_markdown(reports)

@@ -1,0 +1,21 @@
+"""The clauses of the contract, one function each, grouped by topic:
+
+- :mod:`~storetest.clauses.content`: what goes in comes out (round trips, raw JSON,
+  large values, bad input);
+- :mod:`~storetest.clauses.transcripts`: saves replace, long histories, unknown
+  sessions, isolation, aliasing, concurrent saves;
+- :mod:`~storetest.clauses.steers`: order, exactly once, races, independence;
+- :mod:`~storetest.clauses.replicas`: two handles on one backend;
+- :mod:`~storetest.clauses.model`: a state machine against a plain model.
+
+A clause takes a ``Target`` (the store, maybe a replica, the event loop, profile and
+seed) and raises :class:`~storetest.failures.ConformanceFailure` listing every
+violation it saw. Its docstring's first paragraph is what it promises; the rest names
+the real bugs it exists for. :data:`CLAUSES` lists them in the order they run.
+"""
+
+# Imported for their registrations, in the order the clauses run.
+from storetest.clauses import content, model, replicas, steers, transcripts  # noqa: F401
+from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
+
+__all__ = ["CLAUSES", "Clause", "clause", "clause_named"]
