@@ -259,13 +259,15 @@ NASTY_JSON: tuple[str, ...] = tuple(a for a in NASTY_ARGUMENTS if _is_json(a))
 
 @st.composite
 def logs(
-    draw: st.DrawFn, max_size: int = 10, first_parents: Sequence[str] = (), simple: bool = False
+    draw: st.DrawFn, max_size: int = 10, first_parents: Sequence[str] = (), simple: bool = False,
+    id_prefix: str = "",
 ) -> list[Entry]:
     """A valid batch (or whole log): unique ids, each parent ``None``, one of
     ``first_parents`` (ids already in the session) or an earlier entry's, mostly the
     previous one, so paths are long and branches common; a compaction keeps an earlier
-    entry, on its path or not. ``simple`` keeps payloads tiny, for tests of the shape."""
-    ids = draw(st.lists(entry_ids, max_size=max_size, unique=True).filter(
+    entry, on its path or not. ``simple`` keeps payloads tiny, for tests of the shape;
+    ``id_prefix`` starts every id (keeping runs that share a backend apart)."""
+    ids = draw(st.lists(entry_ids.map(lambda i: id_prefix + i), max_size=max_size, unique=True).filter(
         lambda xs: not set(xs) & set(first_parents)))
     out: list[Entry] = []
     for i, entry_id in enumerate(ids):

@@ -6,7 +6,9 @@
   sessions, isolation, aliasing, concurrent saves;
 - :mod:`~storetest.clauses.steers`: order, exactly once, races, independence;
 - :mod:`~storetest.clauses.replicas`: two handles on one backend;
-- :mod:`~storetest.clauses.model`: a state machine against a plain model.
+- :mod:`~storetest.clauses.model`: a state machine against a plain model;
+- :mod:`~storetest.clauses.logs`: entry logs (the ``log`` capability): exact entries,
+  append order, refused batches, exclusive creates, racing appends, fork, compaction.
 
 A clause takes a ``Target`` (the store, maybe a replica, the event loop, profile and
 seed) and raises :class:`~storetest.failures.ConformanceFailure` listing every
@@ -15,7 +17,7 @@ the real bugs it exists for. :data:`CLAUSES` lists them in the order they run.
 """
 
 # Imported for their registrations, in the order the clauses run.
-from storetest.clauses import content, model, replicas, steers, transcripts  # noqa: F401
+from storetest.clauses import content, logs, model, replicas, steers, transcripts  # noqa: F401
 from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
 
 __all__ = ["CLAUSES", "Clause", "clause", "clause_named"]

@@ -20,6 +20,7 @@ from reference_stores.memory_log import MemoryLogBackend, MemoryLogStore
 from storetest.contract import check_session_id
 from storetest.entries import Compaction, Custom, Entry, check_batch, check_create, check_entries
 from storetest.projections import path
+from tests.broken_stores import BrokenStore
 
 # --- values changed on the way in ------------------------------------------------------
 
@@ -423,7 +424,7 @@ class CompactionPrunesLogStore(MemoryLogStore):
 
     async def append(self, session: str, entries: Sequence[Entry]) -> None:
         await super().append(session, entries)
-        log = self.backend.logs[session]
+        log = self.backend.logs.get(check_session_id(session), [])
         for entry in check_entries(entries):
             if isinstance(entry.payload, Compaction):
                 line = [e.id for e in path(log, entry.id)]
@@ -435,28 +436,105 @@ class CompactionPrunesLogStore(MemoryLogStore):
                     log[:] = [replace(e, parent_id=None) if e.parent_id in gone else e for e in log]
 
 
-#: Every broken log store: (name, class, the bug in one line).
+# --- the registry ---------------------------------------------------------------------
+
+
+def _replica(primary: MemoryLogStore) -> MemoryLogStore:
+    return primary.replica()
+
+
+def _broken(
+    name: str, cls: type[MemoryLogStore], bug: str, wild: str, clause: str, diagnosis: str,
+    *, replica: bool = False, racy: bool = False,
+) -> BrokenStore:
+    def factory() -> MemoryLogStore:
+        return cls()
+
+    factory.__name__ = factory.__qualname__ = "make_" + name.replace("-", "_")
+    factory.__doc__ = cls.__doc__
+    return BrokenStore(name, bug, wild, clause, diagnosis, factory,
+                       replica=_replica if replica else None, racy=racy)
+
+
+_ROUND_TRIP = "log_entries_round_trip_exactly"
+_REFUSED = "log_bad_batches_are_refused_whole"
+_FORK = "log_fork_copies_the_active_path"
+
+BROKEN: list[BrokenStore] = [
+    _broken("log-times-seconds", SecondsLogStore, "creation times truncated to seconds",
+            "MySQL DATETIME without (6); integer Unix timestamps", _ROUND_TRIP, "truncated to seconds"),
+    _broken("log-times-milliseconds", MillisecondsLogStore, "creation times truncated to milliseconds",
+            "BSON dates; JavaScript Date / toISOString (pi-mono's JSONL)", _ROUND_TRIP,
+            "truncated to milliseconds"),
+    _broken("log-times-naive-local", NaiveLocalTimeLogStore,
+            "times stored as naive local wall time, read back as UTC",
+            "Postgres timestamp (without time zone) columns; datetime.now() mixups", _ROUND_TRIP,
+            "naive local time"),
+    _broken("log-times-utc", UtcOffsetLogStore, "times come back in UTC, the writer's offset lost",
+            "Postgres timestamptz; MongoDB dates; astimezone(UTC) before isoformat()", _ROUND_TRIP,
+            "UTC offset lost"),
+    _broken("log-custom-jsonb", JsonbCustomLogStore, "custom JSON re-encoded as jsonb does",
+            "custom data in a jsonb / MySQL JSON column, or kept as a parsed dict", _ROUND_TRIP,
+            "raw JSON re-encoded"),
+    _broken("log-meta-as-message", MetaAsMessageLogStore, "meta entries stored as messages",
+            "a log built on a messages table with no kind column", _ROUND_TRIP,
+            "kind 'meta' came back as 'message'"),
+    _broken("log-ids-reused", ReusedIdsLogStore, "a reused entry id is stored a second time",
+            "no UNIQUE (session, id); JSONL appended without reading; RPUSH", _REFUSED, "stored twice"),
+    _broken("log-upsert-by-id", UpsertByIdLogStore, "a reused entry id replaces the earlier entry",
+            "INSERT OR REPLACE; ON CONFLICT DO UPDATE; replace_one(upsert=True); a dict by id", _REFUSED,
+            "replaced the earlier entry"),
+    _broken("log-orphans", OrphansLogStore, "entries whose parent is in no session are accepted",
+            "a parent_id column with no check or foreign key", _REFUSED, "orphan was accepted"),
+    _broken("log-half-written-batch", HalfWrittenBatchLogStore,
+            "a bad entry is refused after the batch's earlier entries landed",
+            "INSERTs in autocommit; insert_many(ordered=True); one JSONL line per write", _REFUSED,
+            "partly written"),
+    _broken("log-entry-by-entry", EntryByEntryLogStore,
+            "a batch written one entry per command, no transaction",
+            "RPUSH per entry without MULTI/EXEC; INSERTs in autocommit; unlocked JSONL writers",
+            "log_batches_are_atomic", "written entry by entry", racy=True),
+    _broken("log-global-ids", GlobalIdsLogStore, "entry ids unique across sessions, so a fork is refused",
+            "PRIMARY KEY (id) instead of (session_id, id); one Mongo collection keyed by entry id",
+            _FORK, "unique per session"),
+    _broken("log-stale-snapshot", StaleSnapshotLogStore,
+            "append rewrites the log from a stale snapshot: concurrent entries lost",
+            "a log kept as one JSON document or blob; a JSONL file rewritten, not O_APPEND",
+            "log_concurrent_appends_all_land", "entries lost", racy=True),
+    _broken("log-per-handle-lock", PerHandleLockLogStore,
+            "stale-snapshot append behind a lock that holds in one handle only",
+            "asyncio.Lock / threading.Lock around read-modify-write on a shared backend",
+            "log_appends_land_across_replicas", "entries lost", replica=True, racy=True),
+    _broken("log-racy-create", RacyCreateLogStore, "create checks the session is empty, then writes",
+            "SELECT count(*) then INSERT; os.path.exists then open(path, 'w')",
+            "log_racing_creates_have_one_winner", "racing creates returned True", racy=True),
+    _broken("log-create-appends", CreateAppendsLogStore,
+            "create never checks the session is new: a fork lands in an existing session",
+            "create written as an alias of append; open(path, 'a') where 'x' was meant", _FORK,
+            "fork wrote into a session that already had entries"),
+    _broken("log-stale-replica-cache", StaleReplicaCacheLogStore,
+            "each handle serves reads from its own cache of the log",
+            "per-process read-through caches updated by the handle's own writes only",
+            "log_replicas_see_each_others_appends", "stale read", replica=True),
+    _broken("log-sorted-by-time", SortedByTimeLogStore, "entries read back sorted by creation time",
+            "ORDER BY created_at; time-sorted keys (DynamoDB, Cassandra); merging JSONL by time",
+            "log_append_order_is_kept", "sorted by creation time"),
+    _broken("log-returns-own-list", OwnListLogStore, "entries() returns the store's own list",
+            "`return self._logs[session]` in in-memory stores and caches", "log_append_order_is_kept",
+            "own list"),
+    _broken("log-session-lowercased", LowercasedSessionLogStore, "sessions keyed by the id lower-cased",
+            "case-insensitive collations (MariaDB default); ids lower()-ed on the way in",
+            "log_sessions_are_isolated", "differ only by case"),
+    _broken("log-fork-whole-tree", ForkWholeTreeLogStore, "a native fork copies the whole tree",
+            "INSERT ... SELECT WHERE session_id = $1 without the recursive walk; copying the file",
+            _FORK, "copied the whole tree"),
+    _broken("log-compaction-prunes", CompactionPrunesLogStore,
+            "a compaction deletes the entries it summarized",
+            "compaction as truncation (DELETE WHERE created_at < kept); a file rewritten from the summary",
+            "log_compaction_removes_nothing", "deleted"),
+]
+
+#: Every broken log store: (name, class, the bug in one line), for the direct checks.
 VARIANTS: list[tuple[str, type[MemoryLogStore], str]] = [
-    ("log-times-seconds", SecondsLogStore, "creation times truncated to seconds"),
-    ("log-times-milliseconds", MillisecondsLogStore, "creation times truncated to milliseconds"),
-    ("log-times-naive-local", NaiveLocalTimeLogStore, "times stored as naive local time, read as UTC"),
-    ("log-times-utc", UtcOffsetLogStore, "times come back in UTC, the writer's offset lost"),
-    ("log-custom-jsonb", JsonbCustomLogStore, "custom JSON re-encoded as jsonb does"),
-    ("log-meta-as-message", MetaAsMessageLogStore, "meta entries stored as messages"),
-    ("log-ids-reused", ReusedIdsLogStore, "a reused entry id stored twice"),
-    ("log-upsert-by-id", UpsertByIdLogStore, "a reused entry id replaces the earlier entry"),
-    ("log-orphans", OrphansLogStore, "entries with unknown parents accepted"),
-    ("log-half-written-batch", HalfWrittenBatchLogStore, "a bad entry refused after earlier ones landed"),
-    ("log-entry-by-entry", EntryByEntryLogStore, "a batch written one entry per command"),
-    ("log-global-ids", GlobalIdsLogStore, "entry ids unique across sessions, so forks fail"),
-    ("log-stale-snapshot", StaleSnapshotLogStore, "append rewrites the log from a stale snapshot"),
-    ("log-per-handle-lock", PerHandleLockLogStore, "stale-snapshot append behind a per-handle lock"),
-    ("log-racy-create", RacyCreateLogStore, "create checks, then writes: both racers win"),
-    ("log-create-appends", CreateAppendsLogStore, "create never checks the session is new"),
-    ("log-stale-replica-cache", StaleReplicaCacheLogStore, "each handle reads its own cache"),
-    ("log-sorted-by-time", SortedByTimeLogStore, "entries read back sorted by time"),
-    ("log-returns-own-list", OwnListLogStore, "entries() returns the store's own list"),
-    ("log-session-lowercased", LowercasedSessionLogStore, "sessions keyed by the id lower-cased"),
-    ("log-fork-whole-tree", ForkWholeTreeLogStore, "native fork copies the whole tree"),
-    ("log-compaction-prunes", CompactionPrunesLogStore, "a compaction deletes what it summarized"),
+    (b.name, b.factory().__class__, b.bug) for b in BROKEN
 ]
