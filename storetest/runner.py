@@ -281,6 +281,10 @@ def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
                      + (f"; {later} later call(s) failed after it" if later else "")
                      + f" (then: {diagnosis})")
     extra = []
+    if failures and type(exc).__name__.startswith("Flaky"):
+        extra.append("the failure did not repeat when Hypothesis ran the same example again: the "
+                     "store's answers depend on more than the calls made (state left by earlier calls, "
+                     "a cache, or timing)")
     if stopped_shrinking_early(reported):
         extra.append(f"shrinking stopped early after {t.profile.shrink_seconds:g} s (the profile's "
                      "budget): the example shown may not be the smallest")
