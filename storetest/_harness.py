@@ -14,10 +14,12 @@ import inspect
 import itertools
 import os
 import random
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from storetest import races
@@ -51,6 +53,23 @@ class FactoryError(Exception):
         self.stage = stage
         self.error = error
         super().__init__(f"the {label} raised {type(error).__name__} while {stage}: {error}")
+
+
+def code_roots(thing: object) -> list[str]:
+    """Directories (or, for a top-level module, the file) holding ``thing``'s code: the
+    store's own code, as opposed to its driver's, asyncio's or storetest's."""
+    name = getattr(thing, "__module__", None) or type(thing).__module__
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return []
+    top = sys.modules.get(name.split(".")[0])
+    top_path = getattr(top, "__file__", None) or path
+    if Path(top_path).name != "__init__.py":
+        return [path]
+    if Path(top_path).parent.name == "storetest":  # a store inside storetest itself: its file only
+        return [path]
+    return [str(Path(top_path).parent) + os.sep]
 
 
 def capabilities_of(store: object) -> tuple[frozenset[str], dict[str, list[str]]]:
@@ -96,6 +115,7 @@ class Handle:
         self.partial = partial
         self.is_async = next(iter(kinds.values()))
         self.errors = errors
+        self.roots = code_roots(store)
 
     async def call(self, name: str, *args: object) -> Any:
         method = getattr(self.raw, name)
@@ -105,8 +125,11 @@ class Handle:
             barrier = races.start_line()
 
             def run() -> Any:
+                if barrier is None:
+                    return method(*args)
                 races.wait_at(barrier)
-                return method(*args)
+                with races.preemptible(self.roots):
+                    return method(*args)
 
             return await asyncio.to_thread(run)
         except Exception as exc:

@@ -81,6 +81,10 @@ def conformance_failures(error: BaseException) -> list[ConformanceFailure]:
         return [error]
     if isinstance(error, BaseExceptionGroup):
         return [f for inner in error.exceptions for f in conformance_failures(inner)]
+    # Hypothesis's Flaky errors carry the failure they could not repeat as their cause.
+    cause = error.__cause__ or error.__context__
+    if cause is not None and type(error).__module__.startswith("hypothesis"):
+        return conformance_failures(cause)
     return []
 
 

@@ -8,6 +8,7 @@ for its one clause, so a pytest run and ``storetest check`` give the same verdic
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import sys
@@ -126,9 +127,11 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
     __tracebackhide__ = True
     config = request.config
     seed, nonce = config.stash[_RUN_KEY]
+    # Two runs in one session (two stores on one database) must not share session ids.
+    run_nonce = nonce + hashlib.blake2s(spec.name.encode(), digest_size=2).hexdigest()
     report = check(
         spec.factory, spec.replica, clauses=[clause], profile=config.option.storetest_profile,
-        seed=seed, nonce=nonce, name=spec.name, skip=spec.skip, fixtures=request.getfixturevalue,
+        seed=seed, nonce=run_nonce, name=spec.name, skip=spec.skip, fixtures=request.getfixturevalue,
     )
     (result,) = report.results
     request.node.user_properties.append((_RESULT, _row(report, result, request.node.nodeid)))
@@ -139,8 +142,9 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
 
 
 def _failure_text(report: Report, result: ClauseResult, request: pytest.FixtureRequest) -> str:
+    nonce = request.config.stash[_RUN_KEY][1]
     replay = (f"pytest '{request.node.nodeid}' --storetest-seed={report.seed} "
-              f"--storetest-nonce={report.nonce} --storetest-profile={report.profile}")
+              f"--storetest-nonce={nonce} --storetest-profile={report.profile}")
     return "\n".join([result.details or result.diagnosis, "", f"replay: {replay}"])
 
 

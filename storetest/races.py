@@ -14,11 +14,13 @@ import asyncio
 import contextvars
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import FrameType
 from typing import Final, TypeVar
 
-__all__ = ["RACE_SWITCH_INTERVAL", "gather_all", "start_line", "together"]
+__all__ = ["RACE_SWITCH_INTERVAL", "gather_all", "preemptible", "start_line", "together", "wait_at"]
 
 T = TypeVar("T")
 
@@ -29,12 +31,34 @@ RACE_SWITCH_INTERVAL: Final = 1e-6
 #: must not hang the others.
 _BARRIER_TIMEOUT: Final = 2.0
 
-_START: contextvars.ContextVar[threading.Barrier | None] = contextvars.ContextVar(
+class StartLine:
+    """Where racing threads wait for each other. Not a ``threading.Barrier``: its
+    waiters wake one at a time through a condition's lock, so the first one released
+    finishes a short call before the last has woken. Here every thread spins until all
+    have arrived, and all are running when the last one comes."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.arrived = 0
+        self.lock = threading.Lock()
+        self.go = False
+
+    def wait(self) -> None:
+        with self.lock:
+            self.arrived += 1
+            if self.arrived >= self.parties:
+                self.go = True
+        deadline = time.monotonic() + _BARRIER_TIMEOUT
+        while not self.go and time.monotonic() < deadline:
+            pass  # spinning keeps this thread runnable; the narrowed interval shares the GIL
+
+
+_START: contextvars.ContextVar[StartLine | None] = contextvars.ContextVar(
     "storetest_start_line", default=None
 )
 
 
-def start_line() -> threading.Barrier | None:
+def start_line() -> StartLine | None:
     """The barrier the current task's first plain call must wait at, once; ``None``
     outside a race or after that first call. The plain-call adapter calls this."""
     barrier = _START.get()
@@ -43,13 +67,40 @@ def start_line() -> threading.Barrier | None:
     return barrier
 
 
-def wait_at(barrier: threading.Barrier | None) -> None:
-    if barrier is None:
-        return
+def wait_at(line: StartLine | None) -> None:
+    # A party that never comes (its call failed first) costs the others the timeout.
+    if line is not None:
+        line.wait()
+
+
+@contextmanager
+def preemptible(roots: Sequence[str]) -> Iterator[None]:
+    """Yield this thread to the others between any two lines of the store's own code
+    (files under ``roots``) while the block runs.
+
+    A narrowed switch interval alone is not enough: CPython switches threads only where
+    it checks for requests (a Python function starting, a loop jumping back), so a
+    method like ``with lock: read`` / ``with lock: trim`` has no switch point between
+    its steps, and on a busy machine waking another thread takes longer than the whole
+    method. A line tracer that sleeps for zero seconds makes every line a point where
+    the other racers run, as ``await asyncio.sleep(0)`` does for tasks. Frames outside
+    ``roots`` (drivers, the standard library) are not traced.
+    """
+
+    def local(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
+        if event == "line":
+            time.sleep(0)
+        return local
+
+    def on_call(frame: FrameType, event: str, arg: object) -> Callable[..., object] | None:
+        return local if frame.f_code.co_filename.startswith(tuple(roots)) else None
+
+    previous = sys.gettrace()
+    sys.settrace(on_call if roots else previous)  # type: ignore[arg-type]
     try:
-        barrier.wait(_BARRIER_TIMEOUT)
-    except threading.BrokenBarrierError:
-        pass  # a party never came; run anyway rather than hang
+        yield
+    finally:
+        sys.settrace(previous)
 
 
 @contextmanager
@@ -81,7 +132,7 @@ async def together(calls: Sequence[Callable[[], Awaitable[T]]], *, threads: bool
         until the last one returns. Otherwise they are tasks released by one event.
     """
     go = asyncio.Event()
-    barrier = threading.Barrier(len(calls)) if threads and len(calls) > 1 else None
+    barrier = StartLine(len(calls)) if threads and len(calls) > 1 else None
 
     async def one(call: Callable[[], Awaitable[T]]) -> T:
         # Set inside the task, so only this task's first store call sees it.

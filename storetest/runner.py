@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -22,6 +21,7 @@ from storetest._harness import (
     FactoryError,
     StoreShapeError,
     Target,
+    code_roots,
     new_nonce,
     open_target,
     parameter_names,
@@ -281,6 +281,10 @@ def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
                      + (f"; {later} later call(s) failed after it" if later else "")
                      + f" (then: {diagnosis})")
     extra = []
+    if failures and type(exc).__name__.startswith("Flaky"):
+        extra.append("the failure did not repeat when Hypothesis ran the same example again: the "
+                     "store's answers depend on more than the calls made (state left by earlier calls, "
+                     "a cache, or timing)")
     if stopped_shrinking_early(reported):
         extra.append(f"shrinking stopped early after {t.profile.shrink_seconds:g} s (the profile's "
                      "budget): the example shown may not be the smallest")
@@ -318,17 +322,7 @@ def _setup_error(exc: Exception, factory: Callable[..., Any], done: Callable[...
 
 
 def _roots(thing: object) -> list[str]:
-    """Directories holding the code of ``thing``'s package: the store's own code."""
-    module = sys.modules.get(getattr(thing, "__module__", None) or type(thing).__module__)
-    path = getattr(module, "__file__", None)
-    if not path:
-        return []
-    top = sys.modules.get((module.__name__ if module else "").split(".")[0])
-    top_path = getattr(top, "__file__", None) or path
-    root = Path(top_path).parent if Path(top_path).name == "__init__.py" else Path(path).parent
-    if root.name == "storetest":  # a store defined inside storetest itself: keep its own file only
-        return [path]
-    return [str(root)]
+    return code_roots(thing)
 
 
 class _Supplier:
