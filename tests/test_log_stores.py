@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from reference_stores.memory_log import MemoryLogStore
-from storetest import strategies
+from storetest import check, strategies
 from storetest.contract import Message
 from storetest.entries import Entry, SessionExists
 from storetest.projections import compact, fork, model_view, path
@@ -275,3 +275,21 @@ def test_there_are_at_least_twelve_broken_log_stores() -> None:
     assert create_refuses_an_existing_session.__name__ and asyncio.run(
         create_refuses_an_existing_session(v.CreateAppendsLogStore)
     )
+
+
+@pytest.mark.parametrize(
+    ("cls", "clause", "diagnosis"),
+    [
+        (v.GlobalIdsLogStore, "log_sessions_are_isolated", "unique per session"),
+        (v.CreateAppendsLogStore, "log_create_is_exclusive", "returned True, not False"),
+        (v.ReusedIdsLogStore, "log_store_matches_model", "reused id was accepted"),
+        (v.StaleReplicaCacheLogStore, "log_store_matches_model", "entries lost"),
+    ],
+    ids=lambda x: getattr(x, "__name__", str(x)),
+)
+def test_other_clauses_catch_these_too(cls: type[MemoryLogStore], clause: str, diagnosis: str) -> None:
+    """Beyond the clause each is registered with (README's clause table relies on these)."""
+    report = check(cls, lambda primary: primary.replica(), clauses=[clause], seed=1)
+    (result,) = report.results
+    assert result.outcome == "failed", result
+    assert any(diagnosis in d for d in [result.diagnosis, *(x.diagnosis for x in result.violations)]), result
