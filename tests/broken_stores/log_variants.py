@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, timedelta, timezone
@@ -354,6 +355,53 @@ class StaleReplicaCacheLogStore(MemoryLogStore):
         return list(self.cache[session])
 
 
+class PlainLogStore:
+    """Not broken: the memory log store with plain methods, for threads (a lock shared by
+    its replicas guards the backend). The base of the plain variants, and their control."""
+
+    def __init__(self, backend: MemoryLogBackend | None = None, lock: threading.Lock | None = None) -> None:
+        self.backend = backend if backend is not None else MemoryLogBackend()
+        self.lock = lock if lock is not None else threading.Lock()
+
+    def replica(self) -> PlainLogStore:
+        return type(self)(self.backend, self.lock)
+
+    def append(self, session: str, entries: Sequence[Entry]) -> None:
+        session = check_session_id(session)
+        with self.lock:
+            self.backend.write(session, check_batch(session, entries, self.backend.ids.get(session, ())))
+
+    def entries(self, session: str) -> list[Entry]:
+        session = check_session_id(session)
+        with self.lock:
+            return list(self.backend.logs.get(session, ()))
+
+    def create(self, session: str, entries: Sequence[Entry]) -> bool:
+        session = check_session_id(session)
+        batch = check_create(session, entries)
+        with self.lock:
+            if self.backend.logs.get(session):
+                return False
+            self.backend.write(session, batch)
+            return True
+
+
+class PlainUnlockedAppendLogStore(PlainLogStore):
+    """A plain store whose ``append`` reads the log, then writes it back with the batch
+    added, with no lock: two threads appending at once lose one's entries.
+
+    In the wild: a JSONL session file read, extended and rewritten by a threaded server
+    (no ``flock``, no ``O_APPEND``); a dict-of-lists store shared by worker threads.
+    """
+
+    def append(self, session: str, entries: Sequence[Entry]) -> None:
+        session = check_session_id(session)
+        snapshot = list(self.backend.logs.get(session, ()))
+        batch = check_batch(session, entries, {e.id for e in snapshot})
+        self.backend.logs[session] = snapshot + list(batch)
+        self.backend.ids[session] = {e.id for e in self.backend.logs[session]}
+
+
 # --- reads -----------------------------------------------------------------------------
 
 
@@ -505,6 +553,9 @@ BROKEN: list[BrokenStore] = [
             "stale-snapshot append behind a lock that holds in one handle only",
             "asyncio.Lock / threading.Lock around read-modify-write on a shared backend",
             "log_appends_land_across_replicas", "entries lost", replica=True, racy=True),
+    BrokenStore("log-plain-unlocked-append", "a plain store's append rewrites the log with no lock",
+                "JSONL files rewritten by threaded servers; dict-of-lists stores shared by threads",
+                "log_concurrent_appends_all_land", "entries lost", PlainUnlockedAppendLogStore, racy=True),
     _broken("log-racy-create", RacyCreateLogStore, "create checks the session is empty, then writes",
             "SELECT count(*) then INSERT; os.path.exists then open(path, 'w')",
             "log_racing_creates_have_one_winner", "racing creates returned True", racy=True),
@@ -534,7 +585,8 @@ BROKEN: list[BrokenStore] = [
             "log_compaction_removes_nothing", "deleted"),
 ]
 
-#: Every broken log store: (name, class, the bug in one line), for the direct checks.
+#: The broken variants of the (async) memory log store: (name, class, the bug in one
+#: line), for the direct checks in tests/test_log_stores.py.
 VARIANTS: list[tuple[str, type[MemoryLogStore], str]] = [
-    (b.name, b.factory().__class__, b.bug) for b in BROKEN
+    (b.name, type(store), b.bug) for b in BROKEN if isinstance(store := b.factory(), MemoryLogStore)
 ]
