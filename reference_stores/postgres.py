@@ -349,15 +349,23 @@ async def _transaction(conn: Any) -> AsyncIterator[None]:
             _log.debug("rollback failed", exc_info=True)
         raise
     # A connection already closed never sent COMMIT: the server rolled back.
-    sent = not conn.is_closed()
+    sent = not _is_closed(conn)
     try:
         await transaction.commit()
     except Exception as exc:
         # The server answering with an error on a live connection is a refusal (the
         # transaction rolled back); anything else leaves the outcome unknown.
-        if sent and (conn.is_closed() or not isinstance(exc, asyncpg.PostgresError)):
+        if sent and (_is_closed(conn) or not isinstance(exc, asyncpg.PostgresError)):
             raise _CommitLost(str(exc)) from exc
         raise
+
+
+def _is_closed(conn: Any) -> bool:
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:
+        # A pool's connection proxy, already handed back because the connection died.
+        return True
 
 
 def _steers(rows: list[Any]) -> list[str]:
