@@ -16,7 +16,7 @@ import pytest
 from storetest import _databases
 from storetest._databases import postgres as provisioning
 from storetest.contract import Message, OutcomeUnknown, StoreError, Text, ToolCall
-from tests.faults.proxy import CuttingProxy
+from tests.faults.proxy import POSTGRES_COMMIT, CuttingProxy
 
 asyncpg = pytest.importorskip("asyncpg")
 
@@ -413,7 +413,7 @@ def test_a_connection_lost_after_commit_raises_outcome_unknown(
             direct, cut = PostgresStore(pool), PostgresStore(cut_pool)
             await direct.save(session, [Message.text("user", "old")])
             await direct.add_steer(session, "queued")
-            proxy.cut_after_commit()
+            proxy.cut_after_commit(POSTGRES_COMMIT)
             with pytest.raises(OutcomeUnknown) as info:
                 if operation == "save":
                     await cut.save(session, [Message.text("user", "new")])

@@ -8,10 +8,15 @@ from __future__ import annotations
 import socket
 import threading
 
+#: asyncpg's COMMIT (a simple query). pymysql's: the COM_QUERY byte, then the text;
+#: the command byte keeps "READ COMMITTED" in SET TRANSACTION from matching.
+POSTGRES_COMMIT = b"COMMIT;"
+MYSQL_COMMIT = b"\x03COMMIT"
+
 
 class CuttingProxy:
     """Forwards every connection to ``(host, port)``. After :meth:`cut_after_commit`,
-    the next client chunk holding ``COMMIT`` is forwarded, the server's answer is
+    the next client chunk holding the marker is forwarded, the server's answer is
     awaited and dropped, and both sides are closed.
 
     Threads, not asyncio, so it serves a synchronous driver and an event loop alike.
@@ -28,7 +33,9 @@ class CuttingProxy:
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def cut_after_commit(self, marker: bytes = b"COMMIT") -> None:
+    def cut_after_commit(self, marker: bytes) -> None:
+        """Cut after the next client chunk holding ``marker``: the driver's COMMIT as
+        it goes on the wire (``POSTGRES_COMMIT``, ``MYSQL_COMMIT``)."""
         self.cut.clear()
         with self._lock:
             self._armed = marker
