@@ -602,9 +602,12 @@ def _describe(exc: BaseException, packet_limit: int | None = None) -> str:
 
 
 def _rollback(conn: Any, what: str) -> None:
+    if not conn.open:
+        return  # the connection is gone, and the server rolls back on disconnect
     try:
         conn.rollback()
-    except Exception:
-        # The connection is probably gone, and the server rolls back on disconnect; the
-        # error that brought us here is the one the caller needs.
-        _log.warning("rollback after a failed %s failed", what, exc_info=True)
+    except Exception as exc:
+        # The error that brought us here is the one the caller needs. A connection
+        # that ended is expected after a lost one: only worth a debug line.
+        level = logging.DEBUG if _connection_ended(exc) else logging.WARNING
+        _log.log(level, "rollback after a failed %s failed", what, exc_info=True)

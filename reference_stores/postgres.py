@@ -305,13 +305,18 @@ class PostgresStore:
         the caller needs the error that caused it."""
         acquired = self._pool.acquire()
         conn = await acquired.__aenter__()
+        failed = True
         try:
             yield conn
+            failed = False
         finally:
             try:
                 await acquired.__aexit__(None, None, None)
             except Exception:
-                _log.warning(
+                # After a failure the connection is usually dead and the pool's reset
+                # fails too: expected, so only worth a debug line.
+                _log.log(
+                    logging.DEBUG if failed else logging.WARNING,
                     "giving back the connection after %s session %r failed",
                     operation,
                     session,

@@ -30,6 +30,8 @@ class CuttingProxy:
         self._lock = threading.Lock()
         #: Set once a cut has happened: the server has answered the COMMIT.
         self.cut = threading.Event()
+        #: How many COMMITs were cut so far.
+        self.cuts = 0
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -75,6 +77,7 @@ class CuttingProxy:
             while data := server.recv(65536):
                 if swallow.is_set():
                     # The server answered the COMMIT; the client never hears it.
+                    self.cuts += 1
                     self.cut.set()
                     break
                 client.sendall(data)
