@@ -93,6 +93,9 @@ class _SyncPostgres:
     def messages(self, session: str) -> Any:
         return self._runner.run(self._store.messages(session))
 
+    def save(self, session: str, messages: Any) -> None:
+        self._runner.run(self._store.save(session, messages))
+
     def take_steers(self, session: str) -> list[str]:
         return self._runner.run(self._store.take_steers(session))
 
@@ -162,7 +165,8 @@ def test_sigkill_of_saving_adding_and_taking_processes(
         from reference_stores.sqlite import SQLiteStore
 
         path = tmp_path / "faults.db"
-        checker = SQLiteStore(path)
+        # Remembering nothing, so every read comes from the rows themselves.
+        checker = SQLiteStore(path, cache_sessions=0)
         opener: kill.Opener = lambda: SQLiteStore(path)  # noqa: E731
         close = checker.close
     elif backend == "postgres":
@@ -184,7 +188,7 @@ def test_sigkill_of_saving_adding_and_taking_processes(
 
         db = request.getfixturevalue("mysql_db")
         conn = connect(db)
-        checker = MySQLStore(conn)
+        checker = MySQLStore(conn, cache_sessions=0)
         opener = lambda: MySQLStore(connect(db))  # noqa: E731
         close = conn.close
     try:
@@ -274,7 +278,7 @@ def test_mysql_connections_killed_at_random_points(mysql_db: str) -> None:
     admin = connect(mysql_db, autocommit=True)
     single = connect(proxied)
     stores = [MySQLStore(single), MySQLStore(lambda: connect(proxied))]
-    run = connkill.Run(checker=MySQLStore(checker_conn))
+    run = connkill.Run(checker=MySQLStore(checker_conn, cache_sessions=0))
     sessions = [f"conn-{secrets.token_hex(3)}-{i}" for i in range(2)]
     errors: list[BaseException] = []
 
@@ -321,3 +325,38 @@ def test_mysql_connections_killed_at_random_points(mysql_db: str) -> None:
     admin.close()
     assert not errors, errors
     _report("connection kills mysql", connkill.figures(run, kills))
+
+
+# -- the judges themselves ------------------------------------------------------------------
+
+
+def test_whole_tells_a_torn_transcript_from_a_whole_one() -> None:
+    from tests.faults.workload import transcript, whole
+
+    full = transcript("w", 3)
+    assert whole(full) == ("w", 3)
+    assert whole(full[:-1]) is None
+    assert whole([*transcript("w", 2)[:-1], full[-1]]) is None
+    assert whole([]) == ("", 0)
+
+
+def test_the_ledger_counts_what_the_contract_forbids() -> None:
+    """Each figure the suite requires to be 0 does count its fault."""
+    from storetest.contract import OutcomeUnknown, StoreError
+    from tests.faults.workload import SteerLedger
+
+    ledger = SteerLedger()
+    for text in ("a:1", "a:2", "a:3", "a:4"):
+        ledger.added(text, None)
+    ledger.added("a:5", StoreError("add_steer to session 'q' failed: x"))
+    ledger.added("a:6", OutcomeUnknown("add_steer to session 'q' may or may not ...: x"))
+    ledger.added("a:6", None)  # the retry: a:6 may now be queued twice
+    ledger.took(None, OutcomeUnknown("take_steers ...", steers=["a:3"]))
+    ledger.took(["a:2", "a:1"], None)  # out of order
+    ledger.took(["a:2", "a:5", "a:6", "a:6"], None)  # a:2 twice; a:5 failed to add
+    figures = ledger.verdict()
+    assert figures["reordered"] == 1
+    assert figures["duplicated"] == 1
+    assert figures["unexpected"] == 1
+    assert figures["lost"] == 1  # a:4; a:3 may have gone with the unknown take
+    assert figures["duplicated after OutcomeUnknown retries"] == 1

@@ -3,8 +3,9 @@
 The parent has already imported every driver, so a child is a plain ``os.fork()``:
 no interpreter start, no imports, only a connection to open. Three children run at
 once (a saver, an adder, a taker) on the same two sessions; the parent waits until a
-child has connected, lets it work for a random 0-20 ms, kills it with SIGKILL and
-forks a replacement. Each child logs what it is about to do and what came back, one
+child has connected, lets it work for a random 0-20 ms (reading the transcript all
+the while), kills it with SIGKILL, reads what a killed saver left before anything else
+can save, and forks a replacement. Each child logs what it is about to do and what came back, one
 ``os.write`` per line to a file (which survives the kill), so the parent knows which
 operations were in flight when their process died.
 """
@@ -52,11 +53,14 @@ async def _work(role: str, open_store: Opener, log: int, ready: int) -> None:
     while True:
         n += 1
         if role == "save":
+            messages = transcript(me, n)
+            if not messages:
+                continue  # never empty here: an empty read would be a save half done
             _log(log, {"k": "S", "w": me, "g": n})
-            op, session, call = "save", TRANSCRIPT, store.save(TRANSCRIPT, transcript(me, n))
+            op, session, call = "save", TRANSCRIPT, store.save(TRANSCRIPT, messages)
         elif role == "add":
             text = f"{me}:{n}"
-            _log(log, {"k": "A", "t": text})
+            _log(log, {"k": "A", "t": text, "at": time.monotonic()})
             op, session, call = "add_steer", QUEUE, store.add_steer(QUEUE, text)
         else:
             _log(log, {"k": "T"})
@@ -105,6 +109,7 @@ def run(open_store: Opener, checker: Any, kills: int, directory: Path, seed: int
     """
     rng = random.Random(seed)
     logs: dict[int, tuple[str, Path]] = {}
+    deaths: dict[int, float] = {}  # CLOCK_MONOTONIC is one clock for every process
     children: dict[str, tuple[int, int]] = {}
     problems: list[str] = []
     torn = reads = 0
@@ -119,10 +124,12 @@ def run(open_store: Opener, checker: Any, kills: int, directory: Path, seed: int
         nonlocal torn, reads
         reads += 1
         got = checker.messages(TRANSCRIPT)
-        if whole(got) is None:
+        # Empty is torn too: the parent saved first and no child saves an empty one.
+        if not got or whole(got) is None:
             torn += 1
             problems.append(f"torn transcript after {reads} reads: {got[:3]}... ({len(got)} messages)")
 
+    checker.save(TRANSCRIPT, transcript("parent", 1))
     for role in ROLES:
         spawn(role)
     for i in range(kills):
@@ -131,22 +138,28 @@ def run(open_store: Opener, checker: Any, kills: int, directory: Path, seed: int
         started = os.read(ready, 1)  # blocks until connected (b"" if it died first)
         os.close(ready)
         if started:
-            time.sleep(rng.uniform(0, 0.02))
+            # Read while it works: a reader must never see a save half done.
+            deadline = time.monotonic() + rng.uniform(0, 0.02)
+            while time.monotonic() < deadline:
+                check_transcript()
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
+        deaths[pid] = time.monotonic()
         if not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
             problems.append(f"{role} child {pid} ended by itself: {_crash(logs[pid][1])}")
             break
-        spawn(role)
-        if i % 5 == 4:
+        if role == "save":
+            # Before any other save: what the killed one left must be whole.
             check_transcript()
+        spawn(role)
     for pid, ready in children.values():
         os.close(ready)
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+        deaths[pid] = time.monotonic()
     check_transcript()
     drained = checker.take_steers(QUEUE)
-    return _figures(kills, logs, drained, checker.messages(TRANSCRIPT), torn, reads, problems)
+    return _figures(kills, logs, deaths, drained, checker.messages(TRANSCRIPT), torn, reads, problems)
 
 
 def _crash(path: Path) -> str:
@@ -169,6 +182,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
 def _figures(
     kills: int,
     logs: dict[int, tuple[str, Path]],
+    deaths: dict[int, float],
     drained: list[str],
     final: list[Any],
     torn: int,
@@ -177,10 +191,11 @@ def _figures(
 ) -> dict[str, Any]:
     ledger = SteerLedger()
     errors: Counter[str] = Counter()
-    attempted_saves: set[tuple[str, int]] = {("", 0)}
+    attempted_saves: set[tuple[str, int]] = {("parent", 1)}
     killed_takes = killed_adds = killed_saves = 0
-    vanishable: dict[str, list[int]] = {}
-    for pid, (role, path) in logs.items():
+    take_deaths: list[float] = []  # when each take in flight was killed
+    added_at: dict[str, float] = {}
+    for pid, (_, path) in logs.items():
         records = _records(path)
         for record in records:
             if record["k"] == "E":
@@ -193,35 +208,39 @@ def _figures(
                 ledger.acked.add(record["t"])
             elif record["k"] == "A":
                 ledger.attempts[record["t"]] += 1
+                added_at[record["t"]] = record["at"]
             elif record["k"] == "t":
                 ledger.taken.append(record["s"])
         last = records[-1]["k"] if records else None
         # The process died between announcing an operation and logging its result.
         if last == "T":
             killed_takes += 1
+            take_deaths.append(deaths[pid])
         elif last == "A":
             killed_adds += 1
             ledger.unknown_adds[records[-1]["t"]] += 1  # may or may not be queued
         elif last == "S":
             killed_saves += 1
-        if role == "add":
-            vanishable[f"p{pid}"] = []
     ledger.taken.append(drained)
     verdict = ledger.verdict()
-    # A take killed after its COMMIT removed steers nobody will ever see; it took,
-    # from each adder, one run of consecutive steers. More runs than killed takes
-    # means some steer went missing another way.
+    # A take killed after its COMMIT removed steers nobody will ever see: from each
+    # adder, one run of consecutive steers, all added before the take was killed.
+    # More runs than such takes means a steer went missing another way.
     seen = {s for take in ledger.taken for s in take}
+    vanishable: dict[str, list[int]] = {}
     for text in ledger.acked - seen:
         adder, _, n = text.rpartition(":")
         vanishable.setdefault(adder, []).append(int(n))
     vanished = sum(len(v) for v in vanishable.values())
-    unexplained = sum(
-        len(ns) for ns in vanishable.values() if _runs(sorted(ns)) > killed_takes
-    )
+    unexplained = 0
+    for adder, ns in vanishable.items():
+        first = min(added_at[f"{adder}:{n}"] for n in ns)
+        could = sum(1 for death in take_deaths if death > first)
+        if _runs(sorted(ns)) > could:
+            unexplained += len(ns)
     verdict["lost"] = unexplained
     verdict.pop("steers taken by unknown-outcome takes")
-    final_whole = whole(final)
+    final_whole = whole(final) if final else None
     if final_whole is None:
         torn += 1
         problems.append("the final transcript is torn")
