@@ -426,7 +426,8 @@ class MySQLStore:
         """Refuse, before sending anything, a message that no statement can carry; and
         have ``executemany`` cut its multi-row INSERTs to fit ``max_allowed_packet``."""
         limit = self._max_packet(cur) - _STATEMENT_OVERHEAD
-        cur.max_stmt_length = limit
+        # Never larger batches than pymysql's own default: only ever smaller, to fit.
+        cur.max_stmt_length = min(limit, pymysql.cursors.Cursor.max_stmt_length)
         for row in rows:
             # Escaping at most doubles a value; measure exactly only near the limit.
             if 2 * (len(row[3]) * 4 + len(row[0])) + 128 > limit:
