@@ -239,7 +239,10 @@ def _figures(
         if _runs(sorted(ns)) > could:
             unexplained += len(ns)
     verdict["lost"] = unexplained
-    verdict.pop("steers taken by unknown-outcome takes")
+    # Nothing raises OutcomeUnknown here: what was in flight is counted above.
+    for key in ("adds with unknown outcome", "takes with unknown outcome",
+                "steers taken by unknown-outcome takes", "duplicated after OutcomeUnknown retries"):
+        verdict.pop(key)
     final_whole = whole(final) if final else None
     if final_whole is None:
         torn += 1
