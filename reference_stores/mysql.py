@@ -276,7 +276,7 @@ class MySQLStore:
                 )
             if tail:
                 rows = [(key, prefix + i, _digest(text), text) for i, text in enumerate(tail)]
-                self._check_fits(cur, rows, prefix)
+                self._check_fits(cur, rows)
                 cur.executemany(
                     "INSERT INTO agent_messages (session, position, digest, body) VALUES (%s, %s, %s, %s)",
                     rows,
@@ -422,7 +422,7 @@ class MySQLStore:
             limit = self._packet_limit = int(cur.fetchone()[0])
         return limit
 
-    def _check_fits(self, cur: Any, rows: list[tuple[bytes, int, bytes, str]], first: int) -> None:
+    def _check_fits(self, cur: Any, rows: list[tuple[bytes, int, bytes, str]]) -> None:
         """Refuse, before sending anything, a message that no statement can carry; and
         have ``executemany`` cut its multi-row INSERTs to fit ``max_allowed_packet``."""
         limit = self._max_packet(cur) - _STATEMENT_OVERHEAD

@@ -171,6 +171,8 @@ def _crash(path: Path) -> str:
 
 def _records(path: Path) -> list[dict[str, Any]]:
     records = []
+    if not path.exists():
+        return records  # killed at the end before it opened its log
     for line in path.read_text().splitlines():
         try:
             records.append(json.loads(line))
