@@ -26,17 +26,21 @@ class Profile:
     model_steps: int
     #: Rounds of each concurrency clause; each round starts its callers together.
     race_rounds: int
-    #: Seconds Hypothesis may spend shrinking one failure before it reports the
-    #: smallest example found so far (and says it stopped early).
+    #: Successful shrinks Hypothesis may make of one failure before it reports the
+    #: smallest example found so far; a count, so a replay shrinks exactly the same.
+    shrink_steps: int
+    #: A backstop in seconds for stores so slow that the steps take too long; the
+    #: report says when it cut shrinking short (a replay may then differ).
     shrink_seconds: float
 
 
 PROFILES: Final[dict[str, Profile]] = {
     p.name: p
     for p in (
-        Profile("fast", examples=20, model_steps=60, race_rounds=16, shrink_seconds=4.0),
-        Profile("ci", examples=40, model_steps=100, race_rounds=32, shrink_seconds=15.0),
-        Profile("thorough", examples=400, model_steps=300, race_rounds=160, shrink_seconds=120.0),
+        Profile("fast", examples=20, model_steps=60, race_rounds=16, shrink_steps=40, shrink_seconds=20.0),
+        Profile("ci", examples=40, model_steps=100, race_rounds=32, shrink_steps=100, shrink_seconds=60.0),
+        Profile("thorough", examples=400, model_steps=300, race_rounds=160, shrink_steps=500,
+                shrink_seconds=300.0),
     )
 }
 

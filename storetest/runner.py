@@ -253,7 +253,7 @@ def _run(
 def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseResult:
     reported: list[str] = []
     try:
-        with shrink_budget(t.profile.shrink_seconds, reported):
+        with shrink_budget(t.profile.shrink_steps, t.profile.shrink_seconds, reported):
             c.run(t)
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -308,9 +308,13 @@ def _first_store_error(t: Target) -> tuple[str, str] | None:
 
 def _innermost(exc: BaseException) -> BaseException:
     """The store's exception inside Hypothesis's wrappers (``FlakyFailure`` groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
+    while True:
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        elif type(exc).__module__.startswith("hypothesis") and (exc.__cause__ or exc.__context__):
+            exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        else:
+            return exc
 
 
 def _setup_error(exc: Exception, factory: Callable[..., Any], done: Callable[..., ClauseResult]) -> ClauseResult:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from hypothesis import HealthCheck, given, seed
+from hypothesis import HealthCheck, Phase, given, seed
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine as _engine
@@ -29,6 +29,9 @@ def hypothesis_settings(t: Target, *, scale: float = 1.0, steps: int | None = No
         database=None,
         print_blob=False,
         suppress_health_check=list(HealthCheck),
+        # No "explain" phase: it reruns a failure many more times to annotate it, and
+        # against a database each rerun costs round trips.
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
     )
 
 
@@ -44,23 +47,29 @@ def examples(
 
 
 @contextmanager
-def shrink_budget(seconds: float, reported: list[str]) -> Iterator[None]:
-    """Let Hypothesis shrink a failure for ``seconds`` at most (it then reports the
-    smallest example found so far), and collect what it would print into
-    ``reported`` instead of printing it."""
-    # Hypothesis reads this module global each time it starts shrinking; it offers no
-    # public setting for it. If a future version drops it, shrinking is merely slower.
-    previous = getattr(_engine, "MAX_SHRINKING_SECONDS", None)
+def shrink_budget(steps: int, seconds: float, reported: list[str]) -> Iterator[None]:
+    """Let Hypothesis shrink a failure by ``steps`` successful shrinks, or for
+    ``seconds``, whichever comes first (it then reports the smallest example found so
+    far), and collect what it would print into ``reported`` instead of printing it.
+
+    The step count keeps a replay exact (the same seed shrinks the same way); the
+    seconds only stop a store so slow that the steps would take too long."""
+    # Hypothesis reads these module globals while shrinking and offers no public
+    # setting for them. If a future version drops them, shrinking is merely slower.
+    previous = {name: getattr(_engine, name, None) for name in ("MAX_SHRINKS", "MAX_SHRINKING_SECONDS")}
+    _engine.MAX_SHRINKS = steps
     _engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
     try:
         with with_reporter(lambda text: reported.append(str(text))):
             yield
     finally:
-        if previous is not None:
-            _engine.MAX_SHRINKING_SECONDS = previous
+        for name, value in previous.items():
+            if value is not None:
+                setattr(_engine, name, value)
 
 
 def stopped_shrinking_early(reported: list[str]) -> bool:
+    """Whether the time limit, not the step count, ended shrinking."""
     return any("working to shrink" in line for line in reported)
 
 
