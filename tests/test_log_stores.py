@@ -8,12 +8,15 @@ Each check returns ``None`` when the store behaves, else what went wrong.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import threading
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reference_stores.memory_log import MemoryLogStore
+from reference_stores.memory_log import MemoryLogBackend, MemoryLogStore
 from storetest import check, strategies
 from storetest.clauses import CLAUSES
 from storetest.contract import Message
@@ -302,3 +305,92 @@ def test_a_plain_log_store_driven_from_threads_passes_every_log_clause() -> None
     log_clauses = [c.name for c in CLAUSES if "log" in c.needs]
     report = check(v.PlainLogStore, lambda primary: primary.replica(), clauses=log_clauses, seed=3)
     assert [r.clause for r in report.results if r.outcome != "passed"] == [], str(report)
+
+
+class _InFlight:
+    """The most calls inside the store's methods at once, per session."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.most: dict[str, int] = defaultdict(int)
+
+    @contextmanager
+    def inside(self, session: str) -> Iterator[None]:
+        with self.lock:
+            self.now += 1
+            self.most[session] = max(self.most[session], self.now)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+class CountingLogStore(MemoryLogStore):
+    """A correct async log store with a round trip (an await) in every method, counted."""
+
+    def __init__(self, backend: MemoryLogBackend | None = None, counter: _InFlight | None = None) -> None:
+        super().__init__(backend)
+        self.counter = counter or _InFlight()
+
+    def replica(self) -> CountingLogStore:
+        return CountingLogStore(self.backend, self.counter)
+
+    async def append(self, session: str, entries: Sequence[Entry]) -> None:
+        with self.counter.inside(session):
+            await asyncio.sleep(0)
+            await super().append(session, entries)
+
+    async def entries(self, session: str) -> list[Entry]:
+        with self.counter.inside(session):
+            await asyncio.sleep(0)
+            return await super().entries(session)
+
+    async def create(self, session: str, entries: Sequence[Entry]) -> bool:
+        with self.counter.inside(session):
+            await asyncio.sleep(0)
+            return await super().create(session, entries)
+
+
+class CountingPlainLogStore(v.PlainLogStore):
+    """The correct plain log store, counted."""
+
+    def __init__(self, backend: MemoryLogBackend | None = None, lock: threading.Lock | None = None,
+                 counter: _InFlight | None = None) -> None:
+        super().__init__(backend, lock)
+        self.counter = counter or _InFlight()
+
+    def replica(self) -> CountingPlainLogStore:
+        return CountingPlainLogStore(self.backend, self.lock, self.counter)
+
+    def append(self, session: str, entries: Sequence[Entry]) -> None:
+        with self.counter.inside(session):
+            super().append(session, entries)
+
+    def entries(self, session: str) -> list[Entry]:
+        with self.counter.inside(session):
+            return super().entries(session)
+
+    def create(self, session: str, entries: Sequence[Entry]) -> bool:
+        with self.counter.inside(session):
+            return super().create(session, entries)
+
+
+LOG_RACES = [c.name for c in CLAUSES if c.races and "log" in c.needs]
+
+
+@pytest.mark.parametrize("store_class", [CountingLogStore, CountingPlainLogStore], ids=["async", "plain"])
+@pytest.mark.parametrize("clause", LOG_RACES)
+def test_log_races_overlap_their_callers(store_class: type, clause: str) -> None:
+    """In most rounds of every log race, two or more calls were inside the store at once,
+    for a correct async store and a correct plain store (a race that never overlaps
+    proves nothing)."""
+    first = store_class()
+    report = check(lambda: first, lambda primary: primary.replica(), clauses=[clause], seed=11)
+    assert report.results[0].outcome == "passed", report.results[0].details
+    rounds = {s: n for s, n in first.counter.most.items()
+              if any(k in s for k in ("log-race", "log-replicas", "log-atomic", "log-create-race"))}
+    overlapped = sum(n >= 2 for n in rounds.values())
+    assert rounds, f"{clause} ran no rounds"
+    assert overlapped > len(rounds) / 2, f"{clause}: only {overlapped} of {len(rounds)} rounds overlapped"
