@@ -1,0 +1,364 @@
+"""The JSONL log store: a directory with one file per session, one entry per line,
+standard library only (POSIX: ``fcntl.flock``).
+
+How it keeps each file-system fact of the design brief:
+
+- *Appends never rewrite a file*: the file is opened with ``O_APPEND`` and a batch is
+  written as whole lines, in one ``write`` when the kernel takes it all; nothing is
+  ever written at an offset. The one exception is below: a torn tail is cut off.
+- *Concurrent writers interleave bytes or lose lines*: every append and create holds an
+  exclusive ``flock`` on the session's file while it brings its index up to date,
+  checks ids and parents (:func:`~storetest.entries.check_batch`) and writes; readers
+  hold a shared one, so they never see half a batch being written. ``flock`` locks
+  belong to an open file, so threads of one process exclude each other too (each
+  operation opens the file itself).
+- *An append must not cost O(log length)*: each handle keeps, per session, an index
+  (the entries and their ids, and how many bytes of the file they came from), built
+  by the first call and then brought up to date, under the lock, from the bytes
+  appended since (by any process). An append reads only those bytes.
+- *Durability is a choice*: with ``fsync=True`` (the default) an append ``fsync``\\ s the
+  file (and the directory, when the file is new) before it returns. With
+  ``fsync=False`` a process crash still loses nothing acknowledged (the kernel has the
+  bytes), but a power cut or kernel crash may lose the appends of the last few seconds.
+- *A crash leaves a torn last line* (or, if killed inside a large ``write``, a batch
+  whose first lines are whole): every line but the last of a batch carries
+  ``"more": true``, so a batch is whole once its last line is. Whatever follows the
+  last whole batch is a torn tail: reads leave it out, and the next append cuts it off
+  (``ftruncate``, under the lock) before writing. A line that is not a whole entry
+  anywhere else is corruption: :class:`LogCorrupted` names the file and the line
+  number, and the store refuses to read or append to that session; it never skips it.
+- *Session ids are exact strings, file systems are not* (case-insensitive, normalizing,
+  255-byte names): the file name escapes every UTF-8 byte outside ``[a-z0-9]`` as
+  ``_xx`` (lowercase hex), which is reversible and lowercase ASCII, so two ids never
+  share a file on any file system. Names longer than 200 characters are cut into
+  200-character directories (``<part>.d/``); any valid session id (up to 512 bytes,
+  NUL included) works.
+- *Times keep microseconds and the UTC offset*: ISO 8601 with microseconds and the
+  offset (``2026-05-01T09:30:00.250001+02:00``). Custom JSON is kept as a JSON string,
+  byte for byte. Lines are split on ``\\n`` only (``str.splitlines`` would also split
+  on U+2028 and friends, which JSON leaves unescaped).
+
+The first line of a file is a header, ``{"type":"session","version":1,"id":...}``,
+written together with the first batch. Then one entry a line, as in pi-mono's format:
+``type``, ``id``, ``parentId``, ``timestamp``, and the payload (``message``;
+``customType`` and ``data``; ``summary`` and ``firstKeptEntryId``).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from reference_stores._entry_codec import payload_from_json
+from storetest.codec import encode_message
+from storetest.contract import Message, StoreError, check_session_id
+from storetest.entries import Compaction, Custom, Entry, check_batch, check_create, check_entries
+
+__all__ = ["FORMAT_VERSION", "JsonlLogStore", "LogCorrupted", "session_path"]
+
+FORMAT_VERSION: Final = 1
+_SAFE: Final = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
+_PART: Final = 200  # characters per path component, well under NAME_MAX (255 bytes)
+_DEFAULT_CACHE_SESSIONS: Final = 128
+
+
+class LogCorrupted(StoreError):
+    """A session's file holds a line that is not a whole entry, before its last line."""
+
+
+def _escape(session: str) -> str:
+    return "".join(chr(b) if b in _SAFE else f"_{b:02x}" for b in session.encode("utf-8"))
+
+
+def session_path(directory: str | os.PathLike[str], session: str) -> Path:
+    """The file holding ``session``'s log under ``directory`` (see the module docstring).
+
+    :raises TypeError, ValueError: ``session`` is not a valid session id.
+    """
+    name = _escape(check_session_id(session))
+    parts = [name[i : i + _PART] for i in range(0, len(name), _PART)]
+    return Path(directory).joinpath(*(p + ".d" for p in parts[:-1]), parts[-1] + ".jsonl")
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _line(entry: Entry, more: bool) -> str:
+    head: dict[str, Any] = {
+        "type": entry.kind,
+        "id": entry.id,
+        "parentId": entry.parent_id,
+        "timestamp": entry.created_at.isoformat(timespec="microseconds"),
+    }
+    payload = entry.payload
+    if isinstance(payload, Custom):
+        head["customType"] = payload.kind
+        head["data"] = payload.data
+    elif isinstance(payload, Compaction):
+        head["summary"] = payload.summary
+        head["firstKeptEntryId"] = payload.first_kept_id
+    if more:
+        head["more"] = True
+    text = _dumps(head)
+    if isinstance(payload, Message):
+        text = text[:-1] + ',"message":' + encode_message(payload) + "}"
+    return text + "\n"
+
+
+def _entry(obj: Any) -> Entry:
+    kind = obj["type"]
+    if kind == "custom":
+        payload: Message | Custom | Compaction = Custom(obj["customType"], obj["data"])
+    elif kind == "compaction":
+        payload = Compaction(obj["summary"], obj["firstKeptEntryId"])
+    else:
+        payload = payload_from_json(kind, obj["message"])
+    return Entry(obj["id"], obj["parentId"], datetime.fromisoformat(obj["timestamp"]), kind, payload)
+
+
+@dataclass
+class _Index:
+    """What one handle knows of one session's file: the whole batches in its first
+    ``offset`` bytes (``lines`` lines)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    file: tuple[int, int] | None = None  # (st_dev, st_ino) the index was read from
+    offset: int = 0
+    lines: int = 0
+    entries: list[Entry] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+
+    def reset(self) -> None:
+        self.file, self.offset, self.lines = None, 0, 0
+        self.entries, self.ids = [], set()
+
+
+class JsonlLogStore:
+    """A log store (plain methods) keeping each session in ``<directory>/<name>.jsonl``.
+
+    Several stores on one directory, in one process or many, are replicas of one
+    another. Holds no open files between calls.
+
+    :param directory: where the files go; created if missing.
+    :param fsync: ``fsync`` every append before returning (default); see the module
+        docstring for what ``False`` risks.
+    :param cache_sessions: how many sessions' indexes a handle keeps (least recently
+        used dropped first; a dropped one is rebuilt by reading its file).
+    :raises ValueError: ``cache_sessions`` is less than 1.
+    :raises StoreError: the directory cannot be created.
+
+    Methods raise ``TypeError``/``ValueError`` for bad arguments (``ValueError`` for a
+    batch :func:`~storetest.entries.check_batch` refuses, with nothing written),
+    :class:`LogCorrupted` for a corrupt file and :class:`~storetest.contract.StoreError`
+    when the file system fails, naming the operation, the session and the file.
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike[str], *, fsync: bool = True,
+        cache_sessions: int = _DEFAULT_CACHE_SESSIONS,
+    ) -> None:
+        if not isinstance(cache_sessions, int) or cache_sessions < 1:
+            raise ValueError(f"cache_sessions must be an int >= 1, not {cache_sessions!r}")
+        self.directory = Path(directory)
+        self.fsync = fsync
+        self._cache_sessions = cache_sessions
+        self._indexes: OrderedDict[str, _Index] = OrderedDict()
+        self._lock = threading.Lock()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"creating the log directory {str(self.directory)!r} failed: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"JsonlLogStore({str(self.directory)!r})"
+
+    # -- the contract -------------------------------------------------------------
+
+    def append(self, session: str, entries: Sequence[Entry]) -> None:
+        """Append a batch atomically, creating the session if new.
+
+        :raises ValueError: a duplicate id or an unknown parent (nothing written).
+        :raises LogCorrupted, StoreError: see the class docstring (nothing written).
+        """
+        session = check_session_id(session)
+        batch = check_entries(entries)
+        if not batch:
+            return
+        with self._write(session, "append to") as (fd, index, path):
+            check_batch(session, batch, index.ids)
+            self._write_batch(fd, index, session, path, batch)
+
+    def entries(self, session: str) -> list[Entry]:
+        """Every whole entry in append order; ``[]`` for a session never used."""
+        session = check_session_id(session)
+        path = session_path(self.directory, session)
+        index = self._index(session)
+        with index.lock:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                index.reset()
+                return []
+            except OSError as exc:
+                raise StoreError(f"read of session {session!r} failed: {path}: {exc}") from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                self._refresh(fd, index, session, path)
+                return list(index.entries)
+            except OSError as exc:
+                raise StoreError(f"read of session {session!r} failed: {path}: {exc}") from exc
+            finally:
+                os.close(fd)
+
+    def create(self, session: str, entries: Sequence[Entry]) -> bool:
+        """Append a non-empty batch only if the session has no entries.
+
+        :returns: ``True`` if written, ``False`` if the session already had entries.
+        """
+        session = check_session_id(session)
+        batch = check_create(session, entries)
+        with self._write(session, "create of") as (fd, index, path):
+            if index.entries:
+                return False
+            self._write_batch(fd, index, session, path, batch)
+            return True
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def _index(self, session: str) -> _Index:
+        with self._lock:
+            index = self._indexes.get(session)
+            if index is None:
+                index = self._indexes[session] = _Index()
+            self._indexes.move_to_end(session)
+            while len(self._indexes) > self._cache_sessions:
+                self._indexes.popitem(last=False)
+            return index
+
+    @contextmanager
+    def _write(self, session: str, what: str) -> Iterator[tuple[int, _Index, Path]]:
+        """The session's file, open for appending and exclusively locked, and its index
+        brought up to date; the torn tail, if any, is cut off before the body runs."""
+        path = session_path(self.directory, session)
+        index = self._index(session)
+        with index.lock:
+            try:
+                if path.parent != self.directory:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise StoreError(f"{what} session {session!r} failed: {path}: {exc}") from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                size = self._refresh(fd, index, session, path)
+                if size > index.offset:
+                    os.ftruncate(fd, index.offset)
+                yield fd, index, path
+            except OSError as exc:
+                index.reset()
+                raise StoreError(f"{what} session {session!r} failed: {path}: {exc}") from exc
+            finally:
+                os.close(fd)
+
+    def _write_batch(self, fd: int, index: _Index, session: str, path: Path, batch: Sequence[Entry]) -> None:
+        last = len(batch) - 1
+        text = "".join(_line(e, i < last) for i, e in enumerate(batch))
+        new_file = index.offset == 0
+        if new_file:
+            text = _dumps({"type": "session", "version": FORMAT_VERSION, "id": session}) + "\n" + text
+        data = text.encode("utf-8")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if self.fsync:
+                os.fsync(fd)
+                if new_file:
+                    _fsync_directory(path.parent)
+        except BaseException:
+            # Take back whatever part landed, so a failed append writes nothing.
+            try:
+                os.ftruncate(fd, index.offset)
+            except OSError:
+                pass
+            raise
+        index.offset += len(data)
+        index.lines += text.count("\n")
+        index.entries.extend(batch)
+        index.ids.update(e.id for e in batch)
+
+    def _refresh(self, fd: int, index: _Index, session: str, path: Path) -> int:
+        """Read the bytes appended since the index was last brought up to date; return
+        the file's size (whatever lies past ``index.offset`` then is a torn tail)."""
+        st = os.fstat(fd)
+        if index.file != (st.st_dev, st.st_ino) or st.st_size < index.offset:
+            index.reset()  # a new or replaced file: read it from the start
+            index.file = (st.st_dev, st.st_ino)
+        if st.st_size == index.offset:
+            return st.st_size
+        data = os.pread(fd, st.st_size - index.offset, index.offset)
+        pending: list[Entry] = []
+        committed: list[Entry] = []
+        start = 0
+        consumed = 0
+        line_no = index.lines
+        whole_lines = index.lines
+        seen = set(index.ids)
+        while True:
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            line_no += 1
+            obj: Any = None
+            try:
+                obj = json.loads(data[start:end])
+                if line_no == 1:
+                    if obj.get("type") != "session" or obj.get("id") != session:
+                        raise ValueError(f"not the header of session {session!r}")
+                    if obj.get("version") != FORMAT_VERSION:
+                        raise ValueError(f"format version {obj.get('version')!r}, not {FORMAT_VERSION}")
+                else:
+                    entry = _entry(obj)
+                    if entry.id in seen:
+                        raise ValueError(f"entry id {entry.id!r} appears twice")
+                    seen.add(entry.id)
+                    pending.append(entry)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                index.reset()
+                raise LogCorrupted(
+                    f"session {session!r} is corrupt: {path}: line {line_no} is not a whole entry "
+                    f"({exc}); only a torn last line can be dropped"
+                ) from None
+            start = end + 1
+            if not (isinstance(obj, dict) and obj.get("more") is True):
+                committed += pending
+                pending = []
+                consumed = start
+                whole_lines = line_no
+        index.entries += committed
+        index.ids.update(e.id for e in committed)
+        index.offset += consumed
+        index.lines = whole_lines
+        return st.st_size
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some file systems cannot fsync a directory
+        if exc.errno not in (errno.EINVAL, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
