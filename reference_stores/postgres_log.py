@@ -1,0 +1,215 @@
+"""The PostgreSQL log store: an asyncpg pool the application already has, and two tables.
+
+The application runs :data:`SCHEMA` (idempotent); the store runs no DDL and needs only
+SELECT, INSERT and UPDATE on its tables (the least-privilege rule of
+:mod:`reference_stores.postgres`: grant SELECT, INSERT, UPDATE, DELETE).
+
+How it keeps each PostgreSQL fact of the design brief, and the log contract:
+
+- *``jsonb`` rewrites JSON*: payloads are JSON text (:mod:`reference_stores._entry_codec`)
+  in a ``text`` column, the custom JSON inside it as a string value; never ``jsonb``.
+- *``text`` refuses NUL*: session and entry ids may hold one, so they are ``bytea``
+  (their UTF-8 bytes; compared byte for byte, no collation). Payload text holds no NUL
+  (``json.dumps`` escapes it).
+- *``timestamptz`` keeps the instant, not the offset* (and asyncpg cannot decode an
+  instant before year 1): a creation time is two integers, microseconds since the
+  epoch (``created_us``) and the UTC offset in seconds (``utc_offset``), both exact.
+- *Row order is unspecified without ``ORDER BY``*: entries are read ``ORDER BY seq``,
+  a per-session position assigned under a row lock, never a time.
+- *READ COMMITTED*: an append first upserts the session's row in
+  ``storetest_log_sessions``, which locks it until commit and reserves the batch's
+  positions (``length``); appends and creates on one session therefore run one at a
+  time, and each one's later statements see everything the previous lock holder
+  committed. Ids and parents are then checked with one indexed lookup of only the
+  batch's ids (``UNIQUE (session, id)`` backs it), and the batch inserted with one
+  statement. A batch is one transaction, and a read one statement (one snapshot), so
+  no reader sees half a batch. A create inserts the session row with ``ON CONFLICT DO
+  NOTHING``: of two racing creates, the second waits for the first and finds its row.
+- *Appends must not cost O(log length)*: no step reads the log; each is a B-tree probe.
+
+Lost connections are handled as in :mod:`reference_stores.postgres` (whose helpers this
+module uses): the error that broke the transaction reaches the caller as
+:class:`~storetest.contract.StoreError`, and a connection lost after COMMIT was sent
+raises :class:`~storetest.contract.OutcomeUnknown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from reference_stores._entry_codec import decode_payload, decode_time, encode_payload, encode_time
+from reference_stores.postgres import (
+    _BACKEND_ERRORS,
+    PostgresStore,
+    _CommitLost,
+    _fail,
+    _outcome_unknown,
+    _transaction,
+)
+from storetest.contract import StoreError, check_session_id
+from storetest.entries import Entry, check_batch, check_create, check_entries
+
+__all__ = ["SCHEMA", "PostgresLogStore"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS storetest_log_sessions (
+    session  bytea  PRIMARY KEY,
+    length   bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS storetest_log_entries (
+    session     bytea   NOT NULL,
+    seq         bigint  NOT NULL,
+    id          bytea   NOT NULL,
+    parent_id   bytea,
+    created_us  bigint  NOT NULL,
+    utc_offset  integer NOT NULL,
+    kind        text    NOT NULL,
+    payload     text    NOT NULL,
+    PRIMARY KEY (session, seq),
+    UNIQUE (session, id)
+);
+"""
+
+# Locks the session row until commit and reserves $2 positions; returns the first.
+_RESERVE = """
+INSERT INTO storetest_log_sessions AS s (session, length) VALUES ($1, $2)
+ON CONFLICT (session) DO UPDATE SET length = s.length + $2
+RETURNING s.length - $2
+"""
+_CREATE_SESSION = """
+INSERT INTO storetest_log_sessions (session, length) VALUES ($1, $2)
+ON CONFLICT (session) DO NOTHING
+RETURNING length
+"""
+_KNOWN_IDS = "SELECT id FROM storetest_log_entries WHERE session = $1 AND id = ANY($2::bytea[])"
+_INSERT = """
+INSERT INTO storetest_log_entries (session, seq, id, parent_id, created_us, utc_offset, kind, payload)
+SELECT $1, $2 + t.n - 1, t.id, t.parent_id, t.created_us, t.utc_offset, t.kind, t.payload
+FROM unnest($3::bytea[], $4::bytea[], $5::bigint[], $6::integer[], $7::text[], $8::text[])
+    WITH ORDINALITY AS t(id, parent_id, created_us, utc_offset, kind, payload, n)
+"""
+_ROWS = """
+SELECT id, parent_id, created_us, utc_offset, kind, payload
+FROM storetest_log_entries WHERE session = $1 ORDER BY seq
+"""
+
+
+class _Found:
+    """The batch's ids (and parents) that the session already has."""
+
+    def __init__(self, ids: set[str]) -> None:
+        self.ids = ids
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.ids
+
+
+class PostgresLogStore:
+    """A log store keeping entry logs in PostgreSQL tables made by :data:`SCHEMA`.
+
+    Several stores (in one process or many) on the same database are replicas.
+
+    :param pool: an ``asyncpg`` pool (or anything with its ``acquire()``), created on
+        the event loop the store will be used from. The store never closes it.
+
+    Methods raise ``TypeError``/``ValueError`` for bad arguments (``ValueError`` for a
+    batch :func:`~storetest.entries.check_batch` refuses, with nothing written), and
+    :class:`~storetest.contract.StoreError` or its subclass
+    :class:`~storetest.contract.OutcomeUnknown` as the transcript store does.
+    """
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    def _connection(self, operation: str, session: str) -> AbstractAsyncContextManager[Any]:
+        # The transcript store's (it uses only ``_pool``): a connection from the pool,
+        # given back afterwards, a failed release logged and never raised.
+        return PostgresStore._connection(self, operation, session)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"PostgresLogStore({self._pool!r})"
+
+    async def append(self, session: str, entries: Sequence[Entry]) -> None:
+        """Append a batch in one transaction, creating the session if new.
+
+        :raises ValueError: a duplicate id or an unknown parent (nothing written).
+        """
+        session = check_session_id(session)
+        batch = check_entries(entries)
+        if not batch:
+            return
+        key = session.encode("utf-8")
+        try:
+            async with self._connection("append to", session) as conn, _transaction(conn):
+                first = await conn.fetchval(_RESERVE, key, len(batch))
+                asked = {e.id for e in batch} | {e.parent_id for e in batch if e.parent_id is not None}
+                rows = await conn.fetch(_KNOWN_IDS, key, [i.encode("utf-8") for i in asked])
+                check_batch(session, batch, _Found({bytes(r["id"]).decode("utf-8") for r in rows}))
+                await self._insert(conn, key, first, batch)
+        except _CommitLost as exc:
+            _outcome_unknown("append to", session, exc)
+        except _BACKEND_ERRORS as exc:
+            _fail("append to", session, exc)
+
+    async def entries(self, session: str) -> list[Entry]:
+        """Every entry in append order; ``[]`` for a session never used."""
+        session = check_session_id(session)
+        try:
+            async with self._connection("read of", session) as conn:
+                rows = await conn.fetch(_ROWS, session.encode("utf-8"))
+        except _BACKEND_ERRORS as exc:
+            _fail("read of", session, exc)
+        try:
+            return [
+                Entry(bytes(r["id"]).decode("utf-8"),
+                      None if r["parent_id"] is None else bytes(r["parent_id"]).decode("utf-8"),
+                      decode_time(r["created_us"], r["utc_offset"]), r["kind"],
+                      decode_payload(r["kind"], r["payload"]))
+                for r in rows
+            ]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"read of session {session!r} failed: a stored entry is corrupt ({exc})") from exc
+
+    async def create(self, session: str, entries: Sequence[Entry]) -> bool:
+        """Append a non-empty batch only if the session has no entries.
+
+        :returns: ``True`` if written, ``False`` if the session already had entries.
+        """
+        session = check_session_id(session)
+        batch = check_create(session, entries)
+        key = session.encode("utf-8")
+        try:
+            async with self._connection("create of", session) as conn, _transaction(conn):
+                if await conn.fetchval(_CREATE_SESSION, key, len(batch)) is None:
+                    # The row exists: lock it; a row with no entries (none is left
+                    # behind today) still counts as a session to create.
+                    first = await conn.fetchval(_RESERVE, key, len(batch))
+                    if first:
+                        raise _Exists
+                else:
+                    first = 0
+                await self._insert(conn, key, first, batch)
+        except _Exists:
+            return False
+        except _CommitLost as exc:
+            _outcome_unknown("create of", session, exc)
+        except _BACKEND_ERRORS as exc:
+            _fail("create of", session, exc)
+        return True
+
+    @staticmethod
+    async def _insert(conn: Any, key: bytes, first: int, batch: Sequence[Entry]) -> None:
+        times = [encode_time(e.created_at) for e in batch]
+        await conn.execute(
+            _INSERT, key, first,
+            [e.id.encode("utf-8") for e in batch],
+            [None if e.parent_id is None else e.parent_id.encode("utf-8") for e in batch],
+            [us for us, _ in times], [offset for _, offset in times],
+            [e.kind for e in batch], [encode_payload(e) for e in batch],
+        )
+
+
+class _Exists(Exception):
+    """The session has entries: roll the create back (it reserved positions) and say so."""
