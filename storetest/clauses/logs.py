@@ -699,9 +699,9 @@ def log_compaction_removes_nothing(t: Target) -> None:
 
 @clause(needs=_NEEDS)
 def log_store_matches_model(t: Target) -> None:
-    """Random interleavings of appends (good and bad), creates and reads, over several
-    sessions with confusable ids and every handle, match a plain dict of lists at
-    every step.
+    """Random interleavings of appends (good and bad), creates, forks, compactions and
+    reads, over several sessions with confusable ids and every handle, match a plain
+    dict of lists at every step.
 
     Catches bugs that only appear in combination: a cache updated on append but not on
     create, a refused batch that poisons the next one, ids checked in the wrong session.
@@ -716,6 +716,7 @@ def log_store_matches_model(t: Target) -> None:
             self.prefix = prefix = t.new_session("log-model-")
             self.sessions = [prefix + s for s in ("a", "A", "a ")]
             self.logs: dict[str, list[Entry]] = {s: [] for s in self.sessions}
+            self.compactions = 0
 
         def _compare(self, session: str, got: object) -> None:
             check = Check(log_store_matches_model)
@@ -742,13 +743,16 @@ def log_store_matches_model(t: Target) -> None:
                      _msg(bad, None) if bad != "orphan" else _msg("orphan", "no-such-parent")]
             note(f"handle {handle}: append({session!r}, {[e.id for e in batch]}) must be refused")
             check = Check(log_store_matches_model)
+            what = "an unknown parent" if bad == "orphan" else "a reused id"
             try:
                 t.run(handles[handle].call("append", session, batch))
             except ValueError:
-                pass
+                got = t.run(handles[handle].call("entries", session))
+                if got != self.logs[session]:
+                    check.add(session, f"the refused batch (with {what}) was partly written: "
+                              + describe_log(self.logs[session], got), _ids(self.logs[session]), _ids(got))
             else:
-                check.add(session, f"a batch with {'an unknown parent' if bad == 'orphan' else 'a reused id'} "
-                          "was accepted")
+                check.add(session, f"a batch with {what} was accepted")
             check.raise_if_any()
 
         @rule(which=index, handle=which_handle, data=st.data())
@@ -765,6 +769,29 @@ def log_store_matches_model(t: Target) -> None:
                 check.raise_if_any()
             if want:
                 self.logs[session] = list(batch)
+
+        @precondition(lambda self: any(self.logs.values()))
+        @rule(which=index, handle=which_handle, data=st.data())
+        def fork_or_compact(self, which: int, handle: int, data: st.DataObject) -> None:
+            session = self.sessions[which]
+            line = path(self.logs[session])
+            if not line:
+                return
+            log = log_handle(handles[handle])
+            if data.draw(st.booleans(), label="fork"):
+                leaf = data.draw(st.sampled_from([e.id for e in self.logs[session]]), label="leaf")
+                target = t.new_session("log-model-fork")
+                note(f"handle {handle}: fork({session!r} at {leaf!r} into {target!r})")
+                t.run(fork(log, session, target, leaf))
+                self.logs[target] = path(self.logs[session], leaf)
+                self._compare(target, t.run(handles[-1].call("entries", target)))
+            else:
+                keep = data.draw(st.sampled_from([e.id for e in line]), label="first kept")
+                note(f"handle {handle}: compact({session!r}, keeping from {keep!r})")
+                made = t.run(compact(log, session, "summary", keep, entry_id=f"{self.prefix}c{self.compactions}",
+                                     created_at=T0))
+                self.compactions += 1
+                self.logs[session].append(made)
 
         @rule(which=index, handle=which_handle)
         def read(self, which: int, handle: int) -> None:
