@@ -1,0 +1,172 @@
+"""The JSONL log store's own promises, beyond the conformance suite: torn tails dropped
+and cut, corruption refused with file and line, injective file names, appends that
+read only what is new, fsync, and writers in several processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from reference_stores.jsonl_log import JsonlLogStore, LogCorrupted, session_path
+from storetest.contract import MAX_SESSION_ID_BYTES, Message
+from storetest.entries import Entry
+
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def msg(entry_id: str, parent: str | None = None) -> Entry:
+    return Entry.message(entry_id, parent, T0, Message.text("user", entry_id))
+
+
+def chain(prefix: str, n: int, parent: str | None = None) -> list[Entry]:
+    out: list[Entry] = []
+    for i in range(n):
+        out.append(msg(f"{prefix}{i}", out[-1].id if out else parent))
+    return out
+
+
+def test_the_file_is_a_header_then_one_entry_a_line(tmp_path: Path) -> None:
+    store = JsonlLogStore(tmp_path)
+    store.append("s", chain("e", 2))
+    lines = session_path(tmp_path, "s").read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0]) == {"type": "session", "version": 1, "id": "s"}
+    assert [json.loads(x)["id"] for x in lines[1:]] == ["e0", "e1"]
+    assert json.loads(lines[1])["more"] is True and "more" not in json.loads(lines[2])
+
+
+@pytest.mark.parametrize("tail", [b'{"type":"message","id":"torn"', b'\x00\x00\x00', b'{"type":"mess'])
+def test_a_torn_last_line_is_dropped_on_read_and_cut_before_the_next_append(tmp_path: Path, tail: bytes) -> None:
+    store = JsonlLogStore(tmp_path)
+    store.append("s", chain("e", 3))
+    path = session_path(tmp_path, "s")
+    whole = path.read_bytes()
+    with open(path, "ab") as f:
+        f.write(tail)
+    assert [e.id for e in JsonlLogStore(tmp_path).entries("s")] == ["e0", "e1", "e2"]
+    assert path.read_bytes() == whole + tail  # a read never writes
+    store.append("s", [msg("after", "e2")])
+    data = path.read_bytes()
+    assert data.startswith(whole)
+    assert data[len(whole):].startswith(b'{"type":"message","id":"after"') and data.count(b"\n") == 5
+    assert [e.id for e in JsonlLogStore(tmp_path).entries("s")] == ["e0", "e1", "e2", "after"]
+
+
+def test_a_batch_whose_last_line_is_missing_is_a_torn_tail(tmp_path: Path) -> None:
+    """A kill inside a large write can leave whole lines of half a batch: they carry
+    ``more`` and no line ends their batch, so the batch is left out, then cut."""
+    store = JsonlLogStore(tmp_path)
+    store.append("s", [msg("root")])
+    path = session_path(tmp_path, "s")
+    before = path.read_bytes()
+    store.append("s", chain("b", 3, "root"))
+    full = path.read_bytes()
+    half = full[: full.rindex(b"\n", 0, len(full) - 1) + 1]  # the batch minus its last line
+    path.write_bytes(half)
+    fresh = JsonlLogStore(tmp_path)
+    assert [e.id for e in fresh.entries("s")] == ["root"]
+    fresh.append("s", [msg("b0", "root")])  # b0 is free again: the half batch never happened
+    assert path.read_bytes().startswith(before)
+    assert [e.id for e in JsonlLogStore(tmp_path).entries("s")] == ["root", "b0"]
+
+
+def test_a_bad_line_before_the_last_is_corruption_named_by_file_and_line(tmp_path: Path) -> None:
+    store = JsonlLogStore(tmp_path)
+    store.append("s", chain("e", 3))
+    path = session_path(tmp_path, "s")
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = b'{"type":"message","id":"e1"'  # line 3: the second entry, cut short
+    path.write_bytes(b"\n".join(lines))
+    damaged = path.read_bytes()
+    for handle in (JsonlLogStore(tmp_path), store):
+        with pytest.raises(LogCorrupted, match=rf"{path.name}: line 3 is not a whole entry"):
+            handle.entries("s")
+        with pytest.raises(LogCorrupted, match="line 3"):
+            handle.append("s", [msg("x")])
+    assert path.read_bytes() == damaged  # refused, never skipped or repaired
+
+
+def test_a_file_of_another_session_is_corruption(tmp_path: Path) -> None:
+    JsonlLogStore(tmp_path).append("a", [msg("x")])
+    session_path(tmp_path, "a").rename(session_path(tmp_path, "b"))
+    with pytest.raises(LogCorrupted, match="line 1"):
+        JsonlLogStore(tmp_path).entries("b")
+
+
+CONFUSABLE = ["a", "A", "a ", " a", "é", "e\u0301", "_61", "_", "a/b", "a\\b", "..", ".", "\x00",
+              "con", "a.jsonl", "a.d", "Ω", "ω", "a" * 300, "A" * 300, "é" * 256,
+              "x" * (MAX_SESSION_ID_BYTES - 1) + "y", "x" * MAX_SESSION_ID_BYTES]
+
+
+def test_session_ids_map_to_file_names_injectively_even_when_case_is_folded(tmp_path: Path) -> None:
+    paths = [session_path(tmp_path, s) for s in CONFUSABLE]
+    folded = {str(p).casefold() for p in paths}
+    assert len(folded) == len(CONFUSABLE)
+    for p in paths:
+        assert p.is_relative_to(tmp_path) and all(len(part) <= 255 for part in p.parts)
+        assert str(p.relative_to(tmp_path)) == str(p.relative_to(tmp_path)).lower()
+
+
+def test_every_confusable_session_id_is_its_own_session(tmp_path: Path) -> None:
+    store = JsonlLogStore(tmp_path)
+    for i, session in enumerate(CONFUSABLE):
+        store.append(session, [msg(f"only-{i}")])
+    fresh = JsonlLogStore(tmp_path)
+    assert [[e.id for e in fresh.entries(s)] for s in CONFUSABLE] == [[f"only-{i}"] for i in range(len(CONFUSABLE))]
+
+
+def test_an_append_reads_only_the_bytes_appended_since(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index is built once per handle, then brought up to date from what others
+    appended: an append to a long log reads nothing of it again."""
+    mine, theirs = JsonlLogStore(tmp_path), JsonlLogStore(tmp_path)
+    mine.append("s", chain("e", 2000))
+    theirs.append("s", [msg("other", "e1999")])
+    read: list[int] = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: read.append(n) or real(fd, n, at))
+    mine.append("s", [msg("next", "other")])
+    other_line = len(session_path(tmp_path, "s").read_bytes().split(b"\n")[-3]) + 1
+    assert read == [other_line]
+    mine.append("s", [msg("again", "next")])
+    assert read == [other_line]  # its own append: nothing new to read
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_fsync_is_per_append_unless_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
+    store = JsonlLogStore(tmp_path, fsync=fsync)
+    store.append("s", [msg("a")])
+    first = len(synced)
+    store.append("s", [msg("b", "a")])
+    assert (first, len(synced)) == ((2, 3) if fsync else (0, 0))  # the new file's directory once
+
+
+def test_writers_in_several_processes_lose_nothing_and_never_interleave(tmp_path: Path) -> None:
+    JsonlLogStore(tmp_path).append("s", [msg("root")])
+    pids = []
+    for w in range(4):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                store = JsonlLogStore(tmp_path, fsync=False)
+                rng = random.Random(w)
+                for b in range(25):
+                    store.append("s", chain(f"w{w}-{b}-", rng.randint(1, 8), "root"))
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        assert os.waitpid(pid, 0)[1] == 0
+    log = JsonlLogStore(tmp_path).entries("s")
+    batches = [e.id.rsplit("-", 1)[0] for e in log[1:]]
+    runs = [b for i, b in enumerate(batches) if i == 0 or batches[i - 1] != b]
+    assert len(runs) == len(set(runs)) == 100  # every batch landed, each in one piece
+    for w in range(4):
+        mine = [r for r in runs if r.startswith(f"w{w}-")]
+        assert mine == [f"w{w}-{b}" for b in range(25)]
