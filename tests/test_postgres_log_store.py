@@ -1,0 +1,129 @@
+"""The PostgreSQL log store's own promises, beyond the conformance suite: idempotent
+DDL with no ``jsonb`` and no ``timestamptz``, least privilege, values at the edges
+(NUL ids, year 1 at +14:00), and errors that name the session."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+import pytest
+
+from storetest.contract import Message, StoreError
+from storetest.entries import Entry
+from tests.test_postgres_store import _as_user
+
+asyncpg = pytest.importorskip("asyncpg")
+
+from reference_stores.postgres_log import SCHEMA, PostgresLogStore  # noqa: E402
+
+T = TypeVar("T")
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def run(main: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(main())  # type: ignore[arg-type]
+
+
+def msg(entry_id: str, parent: str | None = None) -> Entry:
+    return Entry.message(entry_id, parent, T0, Message.text("user", entry_id))
+
+
+def test_schema_applies_twice_and_holds_no_jsonb_or_timestamptz(storetest_postgres_url: str) -> None:
+    async def main() -> dict[str, str]:
+        conn = await asyncpg.connect(storetest_postgres_url)
+        try:
+            await conn.execute(SCHEMA)
+            await conn.execute(SCHEMA)
+            rows = await conn.fetch(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = 'storetest_log_entries'")
+            return {r["column_name"]: r["data_type"] for r in rows}
+        finally:
+            await conn.close()
+
+    types = run(main)
+    assert types["payload"] == "text" and types["id"] == "bytea" and types["created_us"] == "bigint"
+    assert not {"jsonb", "json", "timestamp with time zone"} & set(types.values())
+
+
+def test_values_at_the_edges_come_back_exactly(storetest_postgres_url: str) -> None:
+    edge = [
+        Entry.custom("\x00", None, datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))), "k\x00", "1e400"),
+        Entry.custom("é", "\x00", datetime(9999, 12, 31, 23, 59, 59, 999999, timezone(timedelta(hours=-12))),
+                     "k", '{"z":1, "a":[1, 2],"z":3}'),
+        Entry.compaction("c", "é", T0, "sum\x00mary", "\x00"),
+    ]
+
+    async def main() -> tuple[list[Entry], list[Entry]]:
+        pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)
+        try:
+            async with pool.acquire() as conn:
+                await conn.execute(SCHEMA)
+            store = PostgresLogStore(pool)
+            session = f"s\x00{secrets.token_hex(4)}"
+            await store.append(session, edge)
+            return await store.entries(session), await store.entries(session.replace("\x00", ""))
+        finally:
+            await pool.close()
+
+    assert run(main) == (edge, [])
+
+
+def test_a_role_with_only_dml_rights_can_use_the_store(storetest_postgres_url: str) -> None:
+    """The store runs no DDL: SELECT, INSERT, UPDATE, DELETE on its two tables suffice."""
+    role = f"storetest_log_{secrets.token_hex(4)}"
+    session = f"s-{secrets.token_hex(4)}"
+
+    async def main() -> tuple[list[Entry], bool]:
+        admin = await asyncpg.connect(storetest_postgres_url)
+        try:
+            await admin.execute(SCHEMA)
+            database = await admin.fetchval("SELECT current_database()")
+            try:
+                await admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+            except asyncpg.InsufficientPrivilegeError:
+                pytest.skip("the test database's user may not create roles")
+            await admin.execute(f'GRANT CONNECT ON DATABASE "{database}" TO {role}')
+            await admin.execute(f'REVOKE TEMPORARY ON DATABASE "{database}" FROM PUBLIC')
+            await admin.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+            await admin.execute(f"REVOKE CREATE ON SCHEMA public FROM {role}, PUBLIC")
+            await admin.execute(
+                f"GRANT SELECT, INSERT, UPDATE, DELETE ON storetest_log_sessions, storetest_log_entries TO {role}")
+            app = await asyncpg.create_pool(_as_user(storetest_postgres_url, role), min_size=1, max_size=2)
+            try:
+                async with app.acquire() as conn:
+                    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                        await conn.execute("CREATE TABLE storetest_forbidden (x int)")
+                store = PostgresLogStore(app)
+                await store.append(session, [msg("a")])
+                created = await store.create(session + "-new", [msg("b")])
+                await store.append(session, [msg("c", "a")])
+                return await store.entries(session), created
+            finally:
+                await app.close()
+        finally:
+            await admin.execute(f"DROP OWNED BY {role}")
+            await admin.execute(f"DROP ROLE IF EXISTS {role}")
+            await admin.close()
+
+    log, created = run(main)
+    assert [e.id for e in log] == ["a", "c"] and created
+
+
+def test_errors_name_the_operation_and_the_session(storetest_postgres_url: str) -> None:
+    async def main() -> Any:
+        pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)
+        async with pool.acquire() as conn:
+            await conn.execute(SCHEMA)
+        store = PostgresLogStore(pool)
+        await pool.close()
+        with pytest.raises(StoreError, match="append to session 'gone' failed: the pool is closed"):
+            await store.append("gone", [msg("a")])
+        with pytest.raises(StoreError, match="read of session 'gone' failed"):
+            await store.entries("gone")
+
+    run(main)
