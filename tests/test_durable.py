@@ -288,3 +288,19 @@ def test_a_new_process_rebuilds_the_same_model_history(tmp_path: Path, kind: str
     assert process("read") == written
     store = JsonlLogStore(where) if kind == "jsonl" else SQLiteLogStore(where)
     assert "only once" not in json.dumps([repr(e) for e in store.entries("ticket-8472")])
+
+
+@pytest.mark.parametrize(
+    ("statement", "allowed"),
+    [
+        ("import storetest.durable", set()),
+        ("import reference_stores.jsonl_log", set()),
+        ("import reference_stores.sqlite_log", {"sqlite3"}),
+        ("import reference_stores.postgres_log", {"asyncpg"}),
+    ],
+)
+def test_imports_load_only_what_they_need(statement: str, allowed: set[str]) -> None:
+    """The durable handle is standard library only; each log store loads its own driver."""
+    from tests.test_boundaries import loaded_after
+
+    assert loaded_after(statement) - allowed == set()
