@@ -337,6 +337,7 @@ def concurrent_saves_leave_one_transcript(t: Target) -> None:
                 return lambda: t.store.messages(s)
 
             results = t.race([write(0), read(), write(1), read(), write(2), read(), write(3)])
+            t.tick()
             reads = [r for r in results if r is not None]
             final = check.call(session, "messages()", t.store.messages(session))
             for seen in [*reads, final]:
