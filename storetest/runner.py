@@ -336,7 +336,7 @@ def _run(
         if result is None or result.outcome == "passed":
             result = _setup_error(exc, factory, done)
     except Exception as exc:  # a failure outside any clause: the harness, a teardown
-        result = done("error", f"{describe_exception(exc)}", details=store_frames(exc, _roots(factory)))
+        result = done("error", f"{describe_exception(exc)}", details=store_frames(exc, code_roots(factory)))
     assert result is not None
     return result, found
 
@@ -364,7 +364,7 @@ def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
     else:
         violations = []
         diagnosis = f"the store raised {describe_exception(_innermost(exc))}"
-        details = store_frames(_innermost(exc), _roots(t.store.raw))
+        details = store_frames(_innermost(exc), code_roots(t.store.raw))
     first = _first_store_error(t)
     if first is not None and first[1] not in diagnosis:
         later = len(t.errors) - 1
@@ -412,12 +412,8 @@ def _setup_error(exc: Exception, factory: Callable[..., Any], done: Callable[...
     if isinstance(exc, FactoryError):
         cause = exc.error
         return done("error", f"the {exc.label} raised {describe_exception(cause)} while {exc.stage}",
-                    details=store_frames(cause, _roots(factory)), setup=True)
+                    details=store_frames(cause, code_roots(factory)), setup=True)
     return done("error", str(exc), setup=True)
-
-
-def _roots(thing: object) -> list[str]:
-    return code_roots(thing)
 
 
 class _Supplier:
