@@ -5,6 +5,7 @@ down after each (also after a failure), the replica after the store with ``prima
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -210,3 +211,21 @@ def test_async_methods_run_on_the_loop_the_factory_ran_on() -> None:
     report = storetest.check(factory, clauses=["save_replaces_the_transcript"], seed=1)
     assert report.ok, str(report)
     assert len(loops["factory"]) == 1 and loops["methods"] == loops["factory"]
+
+
+def test_a_database_that_cannot_be_had_makes_the_clause_an_error_under_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    from storetest import databases
+
+    @contextlib.contextmanager
+    def unavailable(backend: str) -> Iterator[str]:
+        raise databases.Unavailable(f"no {backend} here")
+        yield ""  # pragma: no cover
+
+    monkeypatch.setattr(databases, "throwaway", unavailable)
+
+    def factory(storetest_postgres_url: str) -> DictStore:
+        return DictStore(Backend())
+
+    report = storetest.check(factory, clauses=QUICK[:1], seed=1)
+    assert report.results[0].outcome == "error"
+    assert "no postgres here" in report.results[0].diagnosis
