@@ -384,7 +384,8 @@ def render_protocol(name: str, cls: type, module: types.ModuleType) -> list[str]
             if checks:
                 out.append("- errors: `TypeError`/`ValueError` as "
                            + ", ".join(f"[`{c}`](#{_slug(c)})(`{a}`)" for a, c in checks)
-                           + " raise them, before the backend is touched; `StoreError` when the backend fails")
+                           + " raise them, before the backend is touched; `StoreError` when the backend fails "
+                           "(see [Errors](#errors))")
             out.append("")
     return out
 
@@ -397,7 +398,9 @@ def render_contract_module(module: types.ModuleType, title: str) -> list[str]:
     aliases = [(n, _alias(o)) for n, o in exports if _alias(o)]
     constants = [(n, o) for n, o in exports if isinstance(o, (int, str, frozenset)) and not isinstance(o, bool)]
     protocols = [(n, o) for n, o in exports if _is_protocol(o)]
-    errors = [(n, o) for n, o in exports if isinstance(o, type) and issubclass(o, BaseException)]
+    # A base class before its subclasses.
+    errors = sorted(((n, o) for n, o in exports if isinstance(o, type) and issubclass(o, BaseException)),
+                    key=lambda item: len(item[1].__mro__))
     checks = [(n, o) for n, o in exports if inspect.isfunction(o) and n.startswith("check_")]
     others = [(n, o) for n, o in exports if isinstance(o, type) and (n, o) not in value_types + protocols + errors]
     helpers = [(n, o) for n, o in exports if inspect.isfunction(o) and (n, o) not in checks]
