@@ -162,7 +162,9 @@ named in `STORETEST_REQUIRE`).
 {check_doc}
 
 `Report.ok` is true when no clause `failed` or raised an `error`; a clause's
-`outcome` is one of {outcomes}.
+`outcome` is one of {outcomes}. `str(report)` is the table the command prints.
+
+{report_types}
 
 ### `run_conformance()`
 
@@ -268,6 +270,10 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
 
 
+def _first_paragraph(doc: str | None) -> str:
+    return " ".join(inspect.cleandoc(doc or "").split("\n\n")[0].split())
+
+
 def _fenced(block: list[str]) -> list[str]:
     while block and not block[-1].strip():
         block.pop()
@@ -300,6 +306,22 @@ def _constant_comments(module: types.ModuleType) -> dict[str, str]:
             pending.append(line[2:].strip())
             continue
         match = re.match(r"^([A-Z_][A-Z0-9_]*)\s*(?::[^=]*)?=", line)
+        if match and pending:
+            comments[match.group(1)] = " ".join(pending)
+        pending = []
+    return comments
+
+
+def _field_comments(cls: type) -> dict[str, str]:
+    """The ``#:`` comment above each field in a class body."""
+    comments: dict[str, str] = {}
+    pending: list[str] = []
+    for line in inspect.getsource(cls).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#:"):
+            pending.append(stripped[2:].strip())
+            continue
+        match = re.match(r"^(\w+)\s*:", stripped)
         if match and pending:
             comments[match.group(1)] = " ".join(pending)
         pending = []
@@ -350,14 +372,30 @@ def _alias(value: Any) -> str | None:
 
 def render_value_type(name: str, cls: type) -> list[str]:
     out = [f"#### `{name}`", "", markdown(cls.__doc__), ""]
-    out += ["| field | type | default |", "|---|---|---|"]
-    out += [f"| `{f.name}` | `{_field_type(f)}` | {_default(f)} |" for f in dataclasses.fields(cls)]
+    comments = _field_comments(cls)
+    fields = dataclasses.fields(cls)
+    if comments:
+        out += ["| field | type | default | meaning |", "|---|---|---|---|"]
+        out += [f"| `{f.name}` | `{_field_type(f)}` | {_default(f)} | {_inline(comments.get(f.name, ''))} |"
+                for f in fields]
+    else:
+        out += ["| field | type | default |", "|---|---|---|"]
+        out += [f"| `{f.name}` | `{_field_type(f)}` | {_default(f)} |" for f in fields]
     out.append("")
     params = getattr(cls, "__dataclass_params__", None)
     if params is not None and params.frozen:
         out += ["Frozen: assigning to a field raises; a value is safe to keep a reference to.", ""]
-    for attr, member in vars(cls).items():
-        if attr.startswith("_") or not isinstance(member, (classmethod, staticmethod)):
+    members = [(a, m) for a, m in vars(cls).items() if not a.startswith("_")]
+    for attr, member in members:
+        if isinstance(member, property):
+            out.append(f"- `.{attr}`: {_inline(_first_paragraph(member.__doc__))}".rstrip(": "))
+        elif inspect.isfunction(member):
+            shown = _signature(member, attr, drop_self=True).removeprefix("def ")
+            out.append(f"- `.{shown}`: {_inline(_first_paragraph(member.__doc__))}".rstrip(": "))
+    if any(isinstance(m, property) or inspect.isfunction(m) for _, m in members):
+        out.append("")
+    for attr, member in members:
+        if not isinstance(member, (classmethod, staticmethod)):
             continue
         fn = member.__func__
         shown = _signature(fn, attr, drop_self=isinstance(member, classmethod)).removeprefix("def ")
@@ -474,6 +512,8 @@ def render_lifecycle() -> list[str]:
         run_conformance_signature=_signature(plugin.run_conformance),
         run_conformance_doc=markdown(plugin.run_conformance.__doc__),
         max_threads=harness.MAX_THREADS,
+        report_types="\n".join(line for cls in (runner.Report, runner.ClauseResult)
+                                for line in render_value_type(cls.__name__, cls)),
         check_doc=markdown(runner.check.__doc__),
         outcomes=", ".join(f"`{o}`" for o in typing.get_args(runner.Outcome)),
         cli_doc="\n".join([_inline(usage), "", "```sh", inspect.cleandoc(usage_lines), "```", "", _inline(tail)]),

@@ -95,3 +95,12 @@ def test_every_method_of_the_protocol_is_documented(page: str) -> None:
 
 def test_the_readme_links_the_page() -> None:
     assert "(docs/contract.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_everything_the_contract_and_codec_export_is_importable_from_storetest() -> None:
+    """The page says so (``from storetest import Message, Text, StoreError``)."""
+    import storetest
+    import storetest.codec
+
+    for module in (storetest.contract, storetest.codec):
+        assert set(module.__all__) <= set(storetest.__all__), module.__name__
