@@ -71,8 +71,8 @@ INTRO = """\
 
 What a session store must do to pass `storetest`, for the person writing one. Types,
 signatures and docstrings below are read from the code (`storetest.contract`,
-`storetest.codec`, `storetest.check`, `storetest.clauses`), so this page says what the
-suite checks, no more and no less. Start with the [README](../README.md) for the
+`storetest.codec`, `storetest.check`, `storetest.clauses`), so the page cannot drift
+from what the suite checks. Start with the [README](../README.md) for the
 one-line test file.
 
 - [{contract_title}](#the-transcript-store-contract): messages, roles, session ids, the four methods, errors
@@ -449,10 +449,15 @@ def render_contract_module(module: types.ModuleType, title: str) -> list[str]:
     if aliases or constants:
         out += ["### Names and limits", "", "| name | value | meaning |", "|---|---|---|"]
         for name, text in aliases:
-            out.append(f"| `{name}` | {text} | {_inline(comments.get(name, 'a type alias'))} |")
+            used = [f"`{cls.__name__}.{f.name}`" for _, cls in value_types for f in dataclasses.fields(cls)
+                    if re.search(rf"\b{name}\b", _field_type(f))]
+            meaning = comments.get(name) or ("used in " + ", ".join(used) if used else "a type alias")
+            out.append(f"| `{name}` | {text} | {_inline(meaning)} |")
+        literals = {n: frozenset(typing.get_args(o)) for n, o in exports if typing.get_origin(o) is typing.Literal}
         for name, value in constants:
             shown = f"`{sorted(value)}`" if isinstance(value, frozenset) else f"`{value!r}`"
-            out.append(f"| `{name}` | {shown} | {_inline(comments.get(name, ''))} |")
+            same = [f"the values of `{n}`, as a set" for n, args in literals.items() if args == value]
+            out.append(f"| `{name}` | {shown} | {_inline(comments.get(name) or ''.join(same[:1]))} |")
         out.append("")
     if protocols:
         out += ["### The store's methods", "", METHODS_PROSE if module.__name__ == "storetest.contract" else ""]
