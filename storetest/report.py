@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Final
 
+from storetest.failures import clause_link
+
 if TYPE_CHECKING:
     from storetest.runner import ClauseResult, Report
 
@@ -20,8 +22,6 @@ __all__ = ["JSON_FORMAT", "render", "render_html", "render_json", "render_markdo
 SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not claimed": "n/c", "error": "ERROR"}
 #: Bumped when a key of the JSON report changes meaning or goes away.
 JSON_FORMAT: Final = 2
-#: Where each clause is documented; a clause's anchor is ``#clause-<name>``.
-CONTRACT_PAGE: Final = "docs/contract.md"
 
 
 def _header(report: Report) -> str:
@@ -72,7 +72,7 @@ def render_markdown(reports: Sequence[Report]) -> str:
             lines += [f"Stopped: {report.stopped}", ""]
         lines += ["| clause | promise | result | seconds | diagnosis |", "|---|---|---|---|---|"]
         for r in report.results:
-            link = f"[`{r.clause}`]({CONTRACT_PAGE}#clause-{r.clause.replace('_', '-')})"
+            link = f"[`{r.clause}`]({clause_link(r.clause)})"
             lines.append(f"| {link} | {_cell(r.promise)} | {SHOWN[r.outcome]} | {r.seconds:.2f} "
                          f"| {_cell(r.diagnosis)} |")
         if report.not_run:
@@ -147,7 +147,7 @@ def render_html(reports: Sequence[Report]) -> str:
         out.append("<table><tr><th>clause</th><th>promise</th><th>result</th><th>seconds</th>"
                    "<th>diagnosis</th></tr>")
         for r in report.results:
-            anchor = f"{CONTRACT_PAGE}#clause-{r.clause.replace('_', '-')}"
+            anchor = clause_link(r.clause)
             out.append(f"<tr><td><a href='{e(anchor)}'><code>{e(r.clause)}</code></a></td><td>{e(r.promise)}</td>"
                        f"<td class='{e(r.outcome)}'>{e(SHOWN[r.outcome])}</td><td>{r.seconds:.2f}</td>"
                        f"<td>{e(r.diagnosis)}</td></tr>")

@@ -191,7 +191,7 @@ def test_markdown_report_has_a_row_per_clause(pytester: pytest.Pytester) -> None
     text = report.read_text()
     assert "## memory" in text
     for name in CLAUSE_NAMES:
-        assert f"| [`{name}`](docs/contract.md#clause-{name.replace('_', '-')}) |" in text
+        assert f"| [`{name}`](docs/contract.md#clause-{name}) |" in text
 
 
 def test_profiles_are_chosen_by_flag_or_environment(
