@@ -13,10 +13,8 @@ MariaDB databases come from ``storetest.databases``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -26,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from storetest import check, databases  # noqa: E402
-from tests.broken_stores import registry  # noqa: E402
+from tests.broken_stores import fixtures_outside_pytest, registry  # noqa: E402
 
 
 def _memory() -> Any:
@@ -83,16 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     backends = args.backend or list(REFERENCES)
-    with contextlib.ExitStack() as stack:
-        urls: dict[str, str] = {}
-
-        def fixture(name: str) -> Any:
-            if name == "tmp_path":
-                return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="speed-")))
-            backend = name.removeprefix("storetest_").removesuffix("_url")
-            if backend not in urls:
-                urls[backend] = stack.enter_context(databases.throwaway(backend))
-            return urls[backend]
+    with fixtures_outside_pytest() as fixture:
 
         def timed(factory: Callable[..., Any], replica: Callable[..., Any] | None) -> tuple[float, bool]:
             started = time.perf_counter()

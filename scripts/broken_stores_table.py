@@ -12,11 +12,8 @@ between the ``<!-- storetest check -->`` markers of an existing file is kept.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "broken-stores.md"
@@ -40,21 +37,10 @@ caught on every one of 20 seeds (`pytest tests/test_broken_stores.py -k racy`).
 def collect(seed: int) -> list[dict[str, object]]:
     """Run every broken store against its clause; a row per store."""
     sys.path.insert(0, str(ROOT))
-    from storetest import databases
-    from tests.broken_stores import diagnoses, registry, run_clause
+    from tests.broken_stores import diagnoses, fixtures_outside_pytest, registry, run_clause
 
     rows: list[dict[str, object]] = []
-    with contextlib.ExitStack() as stack:
-        urls: dict[str, str] = {}
-
-        def fixture(name: str) -> Any:
-            if name == "tmp_path":
-                return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="broken-")))
-            backend = name.removeprefix("storetest_").removesuffix("_url")
-            if backend not in urls:
-                urls[backend] = stack.enter_context(databases.throwaway(backend))
-            return urls[backend]
-
+    with fixtures_outside_pytest() as fixture:
         for broken in registry():
             failure = run_clause(broken, fixture, seed)
             if failure is None:

@@ -169,6 +169,13 @@ class Target:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(f"{self.seed}:{self.clause}")
+        #: Where a progress display reads how far the clause has got (``examples``).
+        self.progress: Any = None
+
+    def tick(self) -> None:
+        """One more example, round or state-machine run done (for progress displays)."""
+        if self.progress is not None:
+            self.progress.examples += 1
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the store's event loop and return its result."""

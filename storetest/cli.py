@@ -16,13 +16,14 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from storetest.clauses import CLAUSES
 from storetest.profiles import PROFILES
-from storetest.report import render, render_text
-from storetest.runner import ClauseResult, Report, check
+from storetest.report import SHOWN, render, render_text
+from storetest.runner import Progress, Report, check
 
 __all__ = ["main"]
 
@@ -67,7 +68,9 @@ def _selected(keyword: str | None) -> list[str] | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="storetest", description=(__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="storetest", description=(__doc__ or "").split("\n\n")[0].replace("``", "")
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
         "check",
@@ -80,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
                      f"default: {_DEFAULT_TARGET}")
     run.add_argument("--replica", metavar="MODULE:FACTORY", help="a callable giving a second handle on the same data")
     run.add_argument("--name", help="label for the report (default: the factory's name)")
-    run.add_argument("--report", metavar="FILE", help="also write the report to FILE (.json for JSON, else Markdown)")
+    run.add_argument("--report", metavar="FILE",
+                     help="also write the report to FILE (.json JSON, .html HTML, else Markdown)")
     run.add_argument("--profile", choices=sorted(PROFILES), default=None,
                      help="effort: fast (default, or STORETEST_PROFILE), ci, thorough (slow)")
     run.add_argument("--seed", type=int, help="seed for generated inputs (a failure prints the one it used)")
@@ -116,9 +120,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    def progress(result: ClauseResult) -> None:
-        if not args.quiet:
-            print(f"  {result.outcome:<11} {result.clause} ({result.seconds:.2f}s)", flush=True)
+    def progress(state: Progress) -> None:
+        if args.quiet:
+            return
+        if state.result is not None:
+            r = state.result
+            print(f"  [{state.index + 1}/{state.total}] {SHOWN[r.outcome]:5} {r.clause} ({r.seconds:.2f}s)",
+                  flush=True)
+        elif state.elapsed:
+            print(f"  [{state.index + 1}/{state.total}] ...   {state.clause}: {state.elapsed:.0f}s, "
+                  f"{state.examples} examples or rounds done", flush=True)
 
     try:
         report = check(factory, replica, clauses=clauses, profile=args.profile, seed=args.seed,
@@ -126,17 +137,33 @@ def main(argv: list[str] | None = None) -> int:
     except (TypeError, ValueError) as exc:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    report = _with_replays(report, args)
     _print(report, args)
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
-def _print(report: Report, args: argparse.Namespace) -> None:
+def _with_replays(report: Report, args: argparse.Namespace) -> Report:
+    """Each failure carries the command that replays it from the author's shell."""
     command = ["storetest", "check", *([args.target] if args.target else [])]
     if args.replica:
         command += ["--replica", args.replica]
+    results = tuple(
+        replace(r, replay=" ".join([*command, *report.replay(r.clause)])) if r.outcome in ("failed", "error")
+        else r
+        for r in report.results
+    )
+    return replace(report, results=results)
+
+
+def _print(report: Report, args: argparse.Namespace) -> None:
     for failure in report.failures():
+        if failure.setup:
+            # Said once: the factory fails before any clause could run.
+            print(f"\n{failure.diagnosis}\n{failure.details}")
+            print(f"{len(report.not_run)} clauses not run: the factory fails before them")
+            continue
         print(f"\n{failure.clause}: {failure.outcome}\n{failure.details or failure.diagnosis}")
-        print("replay: " + " ".join([*command, *report.replay(failure.clause)]))
+        print(f"replay: {failure.replay}")
     print()
     print(render_text(report))
     if args.report:

@@ -16,18 +16,16 @@ The decisions a store author must keep (each is checked by a log clause):
   the UTC offset (``+02:00`` comes back ``+02:00``, not ``+00:00``). Offsets are whole
   minutes, as ISO 8601 writes them; a named zone (``ZoneInfo``) is kept as its offset
   at that moment, which is all a stored timestamp can carry.
-- Kinds, and who reads each (the durable handle applies the audiences):
+- Kinds, their payloads, and who reads each (the durable handle applies the audiences):
 
-  ============== =============================== =========== =========== ================
-  kind           payload                         model reads store keeps transcript shows
-  ============== =============================== =========== =========== ================
-  ``message``    a :class:`Message`              yes         yes         yes
-  ``meta``       a :class:`Message`              yes         yes         no
-  ``custom``     :class:`Custom` (kind, JSON)    no          yes         yes
-  ``compaction`` :class:`Compaction`             its summary yes         no
-  ============== =============================== =========== =========== ================
+  - ``message``: a :class:`Message`; the model reads it, the transcript shows it.
+  - ``meta``: a :class:`Message`; the model reads it, the transcript hides it.
+  - ``custom``: :class:`Custom` (an application kind and JSON text); the model never
+    reads it, the transcript shows it.
+  - ``compaction``: :class:`Compaction`; the model reads its summary in place of the
+    path before its first kept entry; the transcript hides it.
 
-  Ephemeral content (the model reads it once) is not an entry kind: it never reaches a
+  The store keeps every kind alike. Ephemeral content (the model reads it once) is not an entry kind: it never reaches a
   store. Custom data is raw JSON text kept byte for byte (never parsed and re-encoded).
 - ``append(session, entries)`` writes a batch atomically (all of it or none of it,
   and no reader sees half of it), creating the session if it is new. A batch is refused

@@ -25,6 +25,7 @@ __all__ = [
     "ConformanceFailure",
     "Violation",
     "checking",
+    "clause_link",
     "conformance_failures",
     "describe_exception",
     "store_frames",
@@ -32,6 +33,14 @@ __all__ = [
 
 #: How many violations a failure message lists before ``... and N more``.
 MAX_SHOWN: Final = 10
+
+#: The page documenting every clause, relative to the repository root.
+CONTRACT_PAGE: Final = "docs/contract.md"
+
+
+def clause_link(clause: str) -> str:
+    """Where ``clause`` is documented: its section of the contract page."""
+    return f"{CONTRACT_PAGE}#clause-{clause}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,7 @@ class ConformanceFailure(AssertionError):
             lines.append(f"  ... and {len(self.violations) - MAX_SHOWN} more")
         if self.what:
             lines.append(f"the clause: {self.what}")
+        lines.append(f"documented at: {clause_link(self.clause)}")
         return "\n".join(lines)
 
 

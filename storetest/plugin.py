@@ -13,7 +13,7 @@ import random
 import re
 import sys
 from collections.abc import Callable, Generator, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from storetest.clauses import CLAUSES
 from storetest.failures import Violation
 from storetest.profiles import PROFILES, profile_named
 from storetest.report import render, render_text
-from storetest.runner import ClauseResult, Report, check
+from storetest.runner import ClauseResult, Progress, Report, check
 
 __all__ = ["run_conformance"]
 
@@ -127,36 +127,60 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
     __tracebackhide__ = True
     config = request.config
     seed, nonce = config.stash[_RUN_KEY]
+    stopped = config.stash.setdefault(_STOPPED_KEY, {})
+    if spec.name in stopped:
+        # The factory already failed for this run: said once, in that test.
+        pytest.skip(f"not run: {stopped[spec.name]}")
     # Two runs in one session (two stores on one database) must not share session ids.
     run_nonce = nonce + hashlib.blake2s(spec.name.encode(), digest_size=2).hexdigest()
     report = check(
         spec.factory, spec.replica, clauses=[clause], profile=config.option.storetest_profile,
         seed=seed, nonce=run_nonce, name=spec.name, skip=spec.skip, fixtures=request.getfixturevalue,
+        progress=_progress_line(config),
     )
+    replay = (f"pytest '{request.node.nodeid}' --storetest-seed={seed} "
+              f"--storetest-nonce={nonce} --storetest-profile={report.profile}")
     (result,) = report.results
+    if result.outcome in ("failed", "error"):
+        result = replace(result, replay=replay)
     request.node.user_properties.append((_RESULT, _row(report, result, request.node.nodeid)))
     if result.outcome in ("skipped", "not claimed"):
         pytest.skip(result.diagnosis if result.outcome == "skipped" else f"not claimed: {result.diagnosis}")
+    if result.setup:
+        stopped[spec.name] = f"the factory failed in {request.node.nodeid}: {result.diagnosis}"
+        pytest.fail("\n".join([result.diagnosis, result.details, "",
+                                "the other clauses of this run are not run: the factory fails before them"]),
+                    pytrace=False)
     if result.outcome in ("failed", "error"):
-        pytest.fail(_failure_text(report, result, request), pytrace=False)
+        pytest.fail("\n".join([result.details or result.diagnosis, "", f"replay: {replay}"]), pytrace=False)
 
 
-def _failure_text(report: Report, result: ClauseResult, request: pytest.FixtureRequest) -> str:
-    nonce = request.config.stash[_RUN_KEY][1]
-    replay = (f"pytest '{request.node.nodeid}' --storetest-seed={report.seed} "
-              f"--storetest-nonce={nonce} --storetest-profile={report.profile}")
-    return "\n".join([result.details or result.diagnosis, "", f"replay: {replay}"])
+def _progress_line(config: pytest.Config) -> Callable[[Progress], None] | None:
+    """Under -v, and not in an xdist worker, a line every few seconds of a long clause."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if config.option.verbose <= 0 or reporter is None or hasattr(config, "workerinput"):
+        return None
+
+    def line(state: Progress) -> None:
+        if state.result is None and state.elapsed:
+            reporter.write_line(f"    storetest: {state.clause}: {state.elapsed:.0f}s, "
+                                f"{state.examples} examples or rounds done")
+
+    return line
 
 
 def _row(report: Report, result: ClauseResult, nodeid: str) -> dict[str, Any]:
     """What the controller needs to rebuild the report (plain data: xdist sends it)."""
     return {"run": report.name, "profile": report.profile, "seed": report.seed, "nonce": report.nonce,
-            "capabilities": list(report.capabilities), "nodeid": nodeid, "result": asdict(result)}
+            "capabilities": list(report.capabilities), "partial": dict(report.partial), "nodeid": nodeid,
+            "target": report.target, "replica": report.replica, "started": report.started,
+            "versions": dict(report.versions), "result": asdict(result)}
 
 
 # --- pytest hooks ------------------------------------------------------------------------
 
 _RUN_KEY = pytest.StashKey[tuple[int, str]]()
+_STOPPED_KEY = pytest.StashKey[dict[str, str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -273,10 +297,14 @@ class _ConformanceReport:
                 for r in rows
             )
             ran = {r.clause for r in results}
+            first = rows[0]
             out.append(Report(
-                name=run, profile=rows[0]["profile"], seed=rows[0]["seed"], nonce=rows[0]["nonce"],
+                name=run, profile=first["profile"], seed=first["seed"], nonce=first["nonce"],
                 results=results, capabilities=tuple(sorted({c for r in rows for c in r["capabilities"]})),
+                partial=first.get("partial", {}),
                 not_run=tuple(c.name for c in CLAUSES if c.name not in ran),
+                target=first.get("target", ""), replica=first.get("replica", ""),
+                started=min(r.get("started", "") for r in rows), versions=first.get("versions", {}),
             ))
         return out
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import random
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -36,7 +38,7 @@ from storetest.failures import (
 )
 from storetest.profiles import Profile, profile_named
 
-__all__ = ["ClauseResult", "Outcome", "Report", "check"]
+__all__ = ["ClauseResult", "Outcome", "Progress", "Report", "check"]
 
 Outcome = Literal["passed", "failed", "skipped", "not claimed", "error"]
 
@@ -72,6 +74,25 @@ class ClauseResult:
     races: bool = False
     promise: str = ""
     topic: str = ""
+    #: The factory failed (making or tearing down the store), not the clause.
+    setup: bool = False
+    #: The command that replays this failure, when the caller knows a better one than
+    #: ``storetest check`` (the plugin puts its pytest command here).
+    replay: str = ""
+
+
+@dataclass
+class Progress:
+    """What :func:`check` is doing, for a progress display: sent when a clause starts
+    (``result`` is None), every few seconds while it runs, and when it ends."""
+
+    clause: str
+    index: int
+    total: int
+    elapsed: float = 0.0
+    #: Examples, rounds or state-machine runs finished so far in this clause.
+    examples: int = 0
+    result: ClauseResult | None = None
 
 
 @dataclass(frozen=True)
@@ -87,8 +108,17 @@ class Report:
     capabilities: tuple[str, ...] = ()
     #: Capabilities present only in part: ``{"steers": ["add_steer"]}``.
     partial: Mapping[str, list[str]] = field(default_factory=dict)
-    #: Clauses a selection (``clauses=``) left out.
+    #: Clauses that did not run: left out by a selection (``clauses=``), or not
+    #: reached after the factory failed.
     not_run: tuple[str, ...] = ()
+    #: Why the run stopped early (the factory failed), or "".
+    stopped: str = ""
+    #: The factory and replica as ``module:name``, for the report.
+    target: str = ""
+    replica: str = ""
+    #: When the run started (UTC, ISO 8601), and the versions that made the verdict.
+    started: str = ""
+    versions: Mapping[str, str] = field(default_factory=dict)
 
     def count(self, outcome: Outcome) -> int:
         return sum(r.outcome == outcome for r in self.results)
@@ -134,7 +164,8 @@ def check(
     name: str | None = None,
     skip: Mapping[str, str] | None = None,
     fixtures: Mapping[str, Any] | Callable[[str], Any] | None = None,
-    progress: Callable[[ClauseResult], None] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    heartbeat: float = 10.0,
 ) -> Report:
     """Run the conformance clauses against the store ``factory`` makes; return every verdict.
 
@@ -157,7 +188,9 @@ def check(
     :param skip: clause names mapped to the reason this store cannot honestly run them.
     :param fixtures: values for the factories' parameters: a mapping, or a function
         from a name to its value (the pytest plugin passes ``request.getfixturevalue``).
-    :param progress: called with each clause's result as soon as it is known.
+    :param progress: called with a :class:`Progress` when each clause starts, every
+        ``heartbeat`` seconds while it runs, and with its result when it ends.
+    :param heartbeat: seconds between progress calls during a clause.
     :raises TypeError: ``factory`` or ``replica`` is not callable, or a factory has a
         parameter nothing supplies.
     :raises ValueError: an unknown clause name in ``clauses`` or ``skip``, or an
@@ -180,24 +213,35 @@ def check(
     run_seed = random.randrange(2**32) if seed is None else int(seed)
     run_nonce = nonce or new_nonce()
     wanted = set(selected)
+    order = [c for c in CLAUSES if c.name in wanted]
     results: list[ClauseResult] = []
     capabilities: tuple[str, ...] = ()
     partial: dict[str, list[str]] = {}
+    stopped = ""
+    not_reached: list[str] = []
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     with _Supplier(fixtures, [factory, *([replica] if replica else [])]) as supply:
-        for index, c in enumerate(CLAUSES):
-            if c.name not in wanted:
+        for position, c in enumerate(order):
+            if stopped:
+                not_reached.append(c.name)
                 continue
+            index = CLAUSES.index(c)
             if c.name in skip:
                 result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic)
             elif c.replica and replica is None:
                 result = ClauseResult(c.name, "skipped", SKIP_NO_REPLICA, promise=c.promise, topic=c.topic)
             else:
-                result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce)
+                state = Progress(c.name, position, len(order))
+                with _beating(progress, state, heartbeat):
+                    result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state)
                 if found is not None:
                     capabilities, partial = found
+                if result.outcome == "error" and result.setup:
+                    # The factory fails the same way for every clause: say it once.
+                    stopped = result.diagnosis
             results.append(result)
             if progress is not None:
-                progress(result)
+                progress(Progress(c.name, position, len(order), result.seconds, 0, result))
     return Report(
         name=name or _label(factory),
         profile=chosen.name,
@@ -206,8 +250,54 @@ def check(
         results=tuple(results),
         capabilities=capabilities,
         partial=partial,
-        not_run=tuple(n for n in known if n not in wanted),
+        not_run=(*(n for n in known if n not in wanted), *not_reached),
+        stopped=stopped,
+        target=_qualified(factory),
+        replica=_qualified(replica) if replica else "",
+        started=started,
+        versions=_versions(),
     )
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _versions() -> dict[str, str]:
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for package in ("storetest", "hypothesis"):
+        try:
+            out[package] = version(package)
+        except PackageNotFoundError:
+            out[package] = "unknown"
+    return out
+
+
+@contextlib.contextmanager
+def _beating(progress: Callable[[Progress], None] | None, state: Progress, every: float) -> Iterator[None]:
+    """Call ``progress`` now and every ``every`` seconds until the block ends."""
+    if progress is None:
+        yield
+        return
+    progress(state)
+    began = time.perf_counter()
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every):
+            state.elapsed = time.perf_counter() - began
+            progress(state)
+
+    thread = threading.Thread(target=beat, name="storetest-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def _label(factory: Callable[..., Any]) -> str:
@@ -217,7 +307,7 @@ def _label(factory: Callable[..., Any]) -> str:
 
 def _run(
     c: Clause, index: int, factory: Callable[..., Any], replica: Callable[..., Any] | None,
-    supply: _Supplier, profile: Profile, seed: int, nonce: str,
+    supply: _Supplier, profile: Profile, seed: int, nonce: str, state: Progress,
 ) -> tuple[ClauseResult, tuple[tuple[str, ...], dict[str, list[str]]] | None]:
     """Run one clause on a fresh store; never raises (but KeyboardInterrupt)."""
     started = time.perf_counter()
@@ -232,6 +322,7 @@ def _run(
         with supply.values() as values, open_target(
             c.name, factory, replica, values, profile, seed, nonce, tag=f"c{index}"
         ) as t:
+            t.progress = state
             claimed = set.intersection(*(set(h.capabilities) for h in t.handles()))
             found = (tuple(sorted(claimed)), dict(t.store.partial))
             missing = c.needs - claimed
@@ -245,7 +336,7 @@ def _run(
         if result is None or result.outcome == "passed":
             result = _setup_error(exc, factory, done)
     except Exception as exc:  # a failure outside any clause: the harness, a teardown
-        result = done("error", f"{describe_exception(exc)}", details=store_frames(exc, _roots(factory)))
+        result = done("error", f"{describe_exception(exc)}", details=store_frames(exc, code_roots(factory)))
     assert result is not None
     return result, found
 
@@ -273,7 +364,7 @@ def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
     else:
         violations = []
         diagnosis = f"the store raised {describe_exception(_innermost(exc))}"
-        details = store_frames(_innermost(exc), _roots(t.store.raw))
+        details = store_frames(_innermost(exc), code_roots(t.store.raw))
     first = _first_store_error(t)
     if first is not None and first[1] not in diagnosis:
         later = len(t.errors) - 1
@@ -321,12 +412,8 @@ def _setup_error(exc: Exception, factory: Callable[..., Any], done: Callable[...
     if isinstance(exc, FactoryError):
         cause = exc.error
         return done("error", f"the {exc.label} raised {describe_exception(cause)} while {exc.stage}",
-                    details=store_frames(cause, _roots(factory)))
-    return done("error", str(exc))
-
-
-def _roots(thing: object) -> list[str]:
-    return code_roots(thing)
+                    details=store_frames(cause, code_roots(factory)), setup=True)
+    return done("error", str(exc), setup=True)
 
 
 class _Supplier:

@@ -100,7 +100,7 @@ def test_every_registered_clause_runs_in_the_plugin_the_command_and_check(
 
 
 def test_bad_arguments_say_what_to_write() -> None:
-    with pytest.raises(ValueError, match="unknown clauses.*no_such_clause"):
+    with pytest.raises(ValueError, match=r"unknown clauses.*no_such_clause"):
         check(MemoryStore, clauses=["no_such_clause"])
     with pytest.raises(TypeError, match="must be a callable"):
         check(MemoryStore())  # type: ignore[arg-type]

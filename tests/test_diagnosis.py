@@ -76,3 +76,11 @@ def test_entry_logs_name_the_corruption() -> None:
     assert "stored twice" in describe_log([a], [a, a])
     assert "kind 'meta' came back as 'message'" in describe_log(
         [Entry.meta("a", None, t, Message.text("user", "x"))], [a])
+
+
+def test_merged_ids_name_every_difference() -> None:
+    both = describe_id_merge("s-A", "s-a  ")
+    assert "trailing spaces and case" in both and "hashed" not in both
+    accent_and_case = describe_id_merge("s-e", "s-É")
+    assert "accents and case" in accent_and_case
+    assert "only by accents were" not in accent_and_case

@@ -194,7 +194,7 @@ def test_markdown_report_has_a_row_per_clause(pytester: pytest.Pytester) -> None
     text = report.read_text()
     assert "## memory" in text
     for name in CLAUSE_NAMES:
-        assert f"| `{name}` |" in text
+        assert f"| [`{name}`](docs/contract.md#clause-{name}) |" in text
 
 
 def test_profiles_are_chosen_by_flag_or_environment(
@@ -216,7 +216,29 @@ def test_the_suite_runs_under_xdist(pytester: pytest.Pytester) -> None:
         run_conformance(MemoryStore, replica=lambda primary: primary.replica(), name="memory")
         """
     )
-    result = pytester.runpytest_subprocess("-n", "2")
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess("-n", "2", f"--storetest-report={report}")
     result.assert_outcomes(passed=len(STORE_CLAUSES), skipped=len(CLAUSE_NAMES) - len(STORE_CLAUSES))
-    # The controller gathers the workers' results into one table.
+    # The controller gathers the workers' results into one table, in clause order.
     result.stdout.fnmatch_lines([f"memory: {len(CLAUSE_NAMES)} clauses: {len(STORE_CLAUSES)} passed*"])
+    rows = json.loads(report.read_text())["runs"][0]["clauses"]
+    assert [r["clause"] for r in rows] == CLAUSE_NAMES
+
+
+def test_a_factory_that_raises_fails_once_and_the_rest_are_not_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from storetest import run_conformance
+
+        def broken_factory():
+            raise RuntimeError("cannot reach the database")
+
+        run_conformance(broken_factory)
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(failed=1, skipped=len(CLAUSE_NAMES) - 1)
+    result.stdout.fnmatch_lines([
+        "*the factory raised RuntimeError: cannot reach the database while making the store*",
+        f"*1 clauses: 0 passed, 0 failed, 1 error, {len(CLAUSE_NAMES) - 1} not run*",
+    ])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -41,7 +42,12 @@ def examples(
     """Turn a function of generated values into a Hypothesis test, seeded for this run."""
 
     def decorate(fn: Callable[..., None]) -> Callable[[], None]:
-        return seed(t.seed)(hypothesis_settings(t, scale=scale)(given(*strategies)(fn)))
+        @functools.wraps(fn)
+        def counted(*args: Any, **kwargs: Any) -> None:
+            t.tick()
+            fn(*args, **kwargs)
+
+        return seed(t.seed)(hypothesis_settings(t, scale=scale)(given(*strategies)(counted)))
 
     return decorate
 

@@ -45,6 +45,7 @@ def store_matches_model(t: Target) -> None:
     class StoreModel(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
+            t.tick()
             prefix = t.new_session("model-")
             self.sessions = [prefix + s for s in ("a", "A", "a ", "é", "e\u0301")]
             self.transcripts: dict[str, list[Message]] = {}

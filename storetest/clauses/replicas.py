@@ -93,6 +93,7 @@ def steers_are_taken_once_across_replicas(t: Target) -> None:
         for round_ in range(t.profile.race_rounds):
             session = t.new_session(f"replica-race{round_}")
             added, takes = steer_race(t, [one, two], session)
+            t.tick()
             account(check, session, added, takes)
             if check.violations:
                 return

@@ -187,6 +187,7 @@ def steers_are_taken_exactly_once_under_concurrency(t: Target) -> None:
         for round_ in range(t.profile.race_rounds):
             session = t.new_session(f"race{round_}")
             added, takes = steer_race(t, [t.store], session)
+            t.tick()
             account(check, session, added, takes)
             if check.violations:
                 return

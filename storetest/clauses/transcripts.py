@@ -22,7 +22,7 @@ from storetest._harness import Target
 from storetest.clauses._registry import clause
 from storetest.clauses._support import examples, texts
 from storetest.contract import MAX_SESSION_ID_BYTES, Message, Text
-from storetest.diagnosis import describe_id_merge
+from storetest.diagnosis import describe_id_merge, describe_transcript
 from storetest.failures import RAISED, checking
 
 
@@ -121,8 +121,6 @@ def long_histories_keep_every_save(t: Target) -> None:
 
 
 def _describe_history(sent: list[Message], got: object, previous: list[Message]) -> str:
-    from storetest.diagnosis import describe_transcript
-
     if isinstance(got, list) and got == previous:
         return "the save was lost: the store still returns the previous transcript"
     if isinstance(got, list) and sorted(map(repr, got)) == sorted(map(repr, sent)):
@@ -337,6 +335,7 @@ def concurrent_saves_leave_one_transcript(t: Target) -> None:
                 return lambda: t.store.messages(s)
 
             results = t.race([write(0), read(), write(1), read(), write(2), read(), write(3)])
+            t.tick()
             reads = [r for r in results if r is not None]
             final = check.call(session, "messages()", t.store.messages(session))
             for seen in [*reads, final]:

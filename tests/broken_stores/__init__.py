@@ -12,16 +12,19 @@ replica factory may also ask for ``primary``, the store the factory made.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from storetest import ClauseResult, check
 from storetest.clauses import CLAUSES
 
-__all__ = ["BrokenStore", "diagnoses", "registry", "run_clause"]
+__all__ = ["BrokenStore", "diagnoses", "fixtures_outside_pytest", "registry", "run_clause"]
 
 _CLAUSES = {clause.name for clause in CLAUSES}
 _MODULES = ("memory_variants", "sqlite_variants", "postgres_variants", "mysql_variants", "log_variants")
@@ -96,6 +99,26 @@ def run_clause(
         f"{broken.name}: {name} did not run: {result.outcome}: {result.details or result.diagnosis}"
     )
     return result
+
+
+@contextlib.contextmanager
+def fixtures_outside_pytest() -> Iterator[Callable[[str], Any]]:
+    """What the broken stores' factories ask for, outside pytest (the scripts): a new
+    ``tmp_path`` each time, and one throwaway database per backend for the whole block."""
+    from storetest import databases
+
+    with contextlib.ExitStack() as stack:
+        urls: dict[str, str] = {}
+
+        def fixture(name: str) -> Any:
+            if name == "tmp_path":
+                return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="broken-")))
+            backend = name.removeprefix("storetest_").removesuffix("_url")
+            if backend not in urls:
+                urls[backend] = stack.enter_context(databases.throwaway(backend))
+            return urls[backend]
+
+        yield fixture
 
 
 def diagnoses(failure: ClauseResult) -> list[str]:
