@@ -33,6 +33,7 @@ T = TypeVar("T")
 CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     "transcript": ("save", "messages"),
     "steers": ("add_steer", "take_steers"),
+    "log": ("append", "entries", "create"),
 }
 
 #: Threads a plain store is driven from at once; enough for every race.

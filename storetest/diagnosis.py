@@ -9,13 +9,18 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
+from storetest.entries import Compaction, Custom, Entry
 
 __all__ = [
+    "describe_entry",
     "describe_id_merge",
+    "describe_log",
     "describe_steers",
     "describe_text",
+    "describe_time",
     "describe_transcript",
     "shorten",
 ]
@@ -275,3 +280,106 @@ def describe_id_merge(one: str, other: str) -> str:
     if "%" in one + other or "_" in one + other:
         return "ids with SQL wildcards (% or _) matched other ids (LIKE instead of =)"
     return "two distinct ids share data (ids hashed or truncated?)"
+
+
+# --- entry logs ------------------------------------------------------------------------
+
+
+def describe_time(sent: datetime, got: object) -> str:
+    """What happened to an entry's creation time (kept exactly: instant and UTC offset)."""
+    if not isinstance(got, datetime):
+        return f"created_at came back as {type(got).__name__}, not datetime"
+    offset, got_offset = sent.utcoffset(), got.utcoffset()
+    if got_offset is None:
+        return "created_at came back naive: its UTC offset was dropped"
+    if got == sent and got_offset != offset:
+        return (f"UTC offset lost: {_offset(offset)} came back as {_offset(got_offset)}, same instant "
+                "(a timestamptz or BSON date keeps only the instant; keep the offset too)")
+    if got_offset != offset:
+        shift = got - sent
+        if got.replace(tzinfo=None) == sent.replace(tzinfo=None):
+            return (f"time shifted by {_offset(shift)}: the wall time was kept and its UTC offset "
+                    f"{_offset(offset)} replaced by {_offset(got_offset)}")
+        if abs(shift) <= timedelta(hours=26) and not shift % timedelta(minutes=15):
+            return (f"time shifted by {_offset(shift)} and its UTC offset {_offset(offset)} lost: stored "
+                    "as naive local time and read back as if in another zone")
+        return f"created_at changed: {sent.isoformat()} came back as {got.isoformat()}"
+    if got == sent.replace(microsecond=0):
+        return "created_at truncated to seconds (a DATETIME or integer timestamp without fractions)"
+    if got == sent.replace(microsecond=sent.microsecond // 1000 * 1000):
+        return "created_at truncated to milliseconds (a BSON or JavaScript date)"
+    shift = got - sent
+    if timedelta(0) < abs(shift) <= timedelta(hours=26) and not shift % timedelta(minutes=15):
+        return (f"time shifted by {_offset(shift)}: stored as naive local time and read back as if in "
+                "another zone")
+    if abs(shift) < timedelta(seconds=1):
+        return f"created_at rounded: {sent.isoformat()} came back as {got.isoformat()}"
+    return f"created_at changed: {sent.isoformat()} came back as {got.isoformat()}"
+
+
+def _offset(delta: timedelta | None) -> str:
+    if delta is None:
+        return "none"
+    sign = "-" if delta < timedelta(0) else "+"
+    minutes = abs(delta) // timedelta(minutes=1)
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def describe_entry(sent: Entry, got: object) -> str:
+    """What happened to one entry of a log."""
+    if not isinstance(got, Entry):
+        return f"an entry came back as {type(got).__name__}, not Entry"
+    if sent == got:
+        return "unchanged"
+    if got.id != sent.id:
+        return f"id {sent.id!r} came back as {got.id!r}: {describe_text(sent.id, got.id)}"
+    if got.parent_id != sent.parent_id:
+        return f"entry {sent.id!r}: parent {sent.parent_id!r} came back as {got.parent_id!r}"
+    if got.kind != sent.kind:
+        return f"entry {sent.id!r}: kind {sent.kind!r} came back as {got.kind!r}"
+    if got.created_at != sent.created_at or got.created_at.utcoffset() != sent.created_at.utcoffset():
+        return f"entry {sent.id!r}: " + describe_time(sent.created_at, got.created_at)
+    a, b = sent.payload, got.payload
+    if isinstance(a, Message) and isinstance(b, Message):
+        return f"entry {sent.id!r}: " + describe_transcript([a], [b])
+    if isinstance(a, Custom) and isinstance(b, Custom):
+        if a.kind != b.kind:
+            return f"entry {sent.id!r}: custom kind: {describe_text(a.kind, b.kind)}"
+        return f"entry {sent.id!r}: custom data: {describe_text(a.data, b.data)}"
+    if isinstance(a, Compaction) and isinstance(b, Compaction):
+        if a.summary != b.summary:
+            return f"entry {sent.id!r}: compaction summary: {describe_text(a.summary, b.summary)}"
+        return f"entry {sent.id!r}: first_kept_id {a.first_kept_id!r} came back as {b.first_kept_id!r}"
+    return f"entry {sent.id!r} changed"
+
+
+def describe_log(sent: Sequence[Entry], got: Sequence[object]) -> str:
+    """What happened to a log between what was appended (in order) and what came back."""
+    sent, got = list(sent), list(got)
+    if sent == got:
+        return "unchanged"
+    if not all(isinstance(e, Entry) for e in got):
+        bad = next(e for e in got if not isinstance(e, Entry))
+        return f"entries() returned a {type(bad).__name__} among the entries"
+    entries = [e for e in got if isinstance(e, Entry)]
+    sent_ids, got_ids = [e.id for e in sent], [e.id for e in entries]
+    if len(entries) == len(sent) and sorted(map(repr, sent_ids)) == sorted(map(repr, got_ids)):
+        if sent_ids != got_ids:
+            by_time = [e.id for e in sorted(sent, key=lambda e: e.created_at)]
+            if got_ids == by_time:
+                return ("entries read back sorted by creation time, not in append order (ORDER BY "
+                        "created_at: clocks of two writers disagree; order by a sequence)")
+            return "entries read back in a different order than appended"
+        pairs = [(a, b) for a, b in zip(sent, entries, strict=True) if a != b]
+        return describe_entry(*pairs[0])
+    missing = [i for i in sent_ids if i not in got_ids]
+    extra = [i for i in got_ids if i not in sent_ids]
+    repeated = sorted({i for i in got_ids if got_ids.count(i) > 1})
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} entries lost (e.g. {missing[0]!r})")
+    if repeated:
+        parts.append(f"{len(repeated)} entry ids stored twice (e.g. {repeated[0]!r})")
+    if extra:
+        parts.append(f"{len(set(extra))} entries never appended came back (e.g. {extra[0]!r})")
+    return ", ".join(parts) or f"{len(sent)} entries appended, {len(entries)} came back"

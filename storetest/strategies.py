@@ -9,21 +9,30 @@ the size clause covers big values separately.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
 from storetest.contract import ROLES, Attachment, Content, Message, Text, ToolCall, ToolResult
+from storetest.entries import KINDS, Compaction, Custom, Entry
 
 __all__ = [
     "NASTY_ARGUMENTS",
     "NASTY_ATTACHMENTS",
+    "NASTY_JSON",
     "NASTY_TEXTS",
+    "NASTY_TIMES",
+    "OFFSETS",
     "attachments",
     "contents",
+    "entry_ids",
+    "logs",
     "messages",
     "raw_json",
     "steer_texts",
     "texts",
+    "times",
     "tool_arguments",
     "transcripts",
 ]
@@ -189,3 +198,89 @@ not their content (the round-trip clauses own that): drawn from a fixed pool."""
 
 model_steers = st.sampled_from(["a", "a", "b", "", " ", *NASTY_TEXTS[:4]])
 """Cheap steer texts for the state machine; repeats are drawn on purpose."""
+
+# --- entry logs (storetest.entries) ----------------------------------------------------
+
+
+def _is_json(text: str) -> bool:
+    try:
+        Custom("k", text)
+    except ValueError:
+        return False
+    return True
+
+#: UTC offsets a store must keep: none, half and three-quarter hours, both extremes.
+OFFSETS: tuple[timezone, ...] = tuple(
+    timezone(timedelta(minutes=m)) for m in (0, 60, 330, 345, -570, 765, 840, -720, -1)
+)
+
+#: Creation times a store gets wrong: microseconds (dropped to seconds or milliseconds),
+#: offsets (normalized to UTC, or dropped to naive local time), before 1970, leap day.
+NASTY_TIMES: tuple[datetime, ...] = (
+    datetime(2026, 3, 29, 1, 30, 0, 123456, timezone(timedelta(hours=2))),
+    datetime(2026, 1, 1, 0, 0, 0, 999999, timezone(timedelta(hours=-9, minutes=-30))),
+    datetime(1970, 1, 1, 0, 0, 0, 1, UTC),
+    datetime(1969, 12, 31, 23, 59, 59, 999999, timezone(timedelta(hours=14))),
+    datetime(2024, 2, 29, 12, 0, 0, 500, timezone(timedelta(hours=5, minutes=45))),
+    datetime(2038, 1, 19, 3, 14, 8, 0, timezone(timedelta(hours=-12))),
+)
+
+times = st.one_of(
+    st.sampled_from(NASTY_TIMES),
+    st.datetimes(
+        min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1),
+        timezones=st.sampled_from(OFFSETS),
+    ),
+)
+"""Aware creation times, microseconds and odd UTC offsets included."""
+
+entry_ids = st.one_of(
+    st.uuids().map(str),
+    st.text(_chars, min_size=1, max_size=12),
+    st.sampled_from(["e", "E", "e ", "é", "e\u0301", "1", "01", "%", "a/b"]),
+)
+"""Entry ids: exact strings, confusable ones included (a store compares them exactly)."""
+
+_custom_kinds = st.sampled_from(["artifact", "ui-state", "Artifact", "x\u0301"])
+
+
+def _payload(kind: str, simple: bool) -> st.SearchStrategy[Message | Custom | Compaction]:
+    if kind in ("message", "meta"):
+        return st.just(Message.text("user", "x")) if simple else messages
+    if kind == "custom":
+        data = st.just("{}") if simple else st.sampled_from(NASTY_JSON) | raw_json
+        return st.builds(Custom, _custom_kinds, data)
+    return st.builds(Compaction, st.just("summary") if simple else texts, entry_ids)
+
+
+#: Valid JSON text that a JSON column or parser rewrites (NASTY_ARGUMENTS' valid ones).
+NASTY_JSON: tuple[str, ...] = tuple(a for a in NASTY_ARGUMENTS if _is_json(a))
+
+
+@st.composite
+def logs(
+    draw: st.DrawFn, max_size: int = 10, first_parents: Sequence[str] = (), simple: bool = False,
+    id_prefix: str = "",
+) -> list[Entry]:
+    """A valid batch (or whole log): unique ids, each parent ``None``, one of
+    ``first_parents`` (ids already in the session) or an earlier entry's, mostly the
+    previous one, so paths are long and branches common; a compaction keeps an earlier
+    entry, on its path or not. ``simple`` keeps payloads tiny, for tests of the shape;
+    ``id_prefix`` starts every id (keeping runs that share a backend apart)."""
+    ids = draw(st.lists(entry_ids.map(lambda i: id_prefix + i), max_size=max_size, unique=True).filter(
+        lambda xs: not set(xs) & set(first_parents)))
+    out: list[Entry] = []
+    for i, entry_id in enumerate(ids):
+        earlier = [*first_parents, *ids[:i]]
+        if not earlier:
+            parent = None
+        else:
+            parent = draw(st.one_of(
+                st.just(earlier[-1]), st.sampled_from(earlier), st.none()
+            ))
+        kind = draw(st.sampled_from(KINDS))
+        payload = draw(_payload(kind, simple))
+        if isinstance(payload, Compaction) and earlier:
+            payload = Compaction(payload.summary, draw(st.sampled_from(earlier)))
+        out.append(Entry(entry_id, parent, draw(times), kind, payload))  # type: ignore[arg-type]
+    return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 
 from storetest import Attachment, Message
@@ -48,6 +50,32 @@ def test_merged_ids_are_explained() -> None:
     assert "trailing spaces" in describe_id_merge("s-a", "s-a ")
     assert "normalization" in describe_id_merge("s-é", "s-e\u0301")
     assert "prefix" in describe_id_merge("x" * 64 + "1", "x" * 64)
+
+
+def test_entry_logs_name_the_corruption() -> None:
+    """Each broken log store's damage gets its own words."""
+    from datetime import datetime, timedelta, timezone
+
+    from storetest.contract import Message
+    from storetest.diagnosis import describe_log, describe_time
+    from storetest.entries import Entry
+
+    t = datetime(2026, 3, 29, 1, 30, 0, 123456, timezone(timedelta(hours=2)))
+    assert "truncated to seconds" in describe_time(t, t.replace(microsecond=0))
+    assert "truncated to milliseconds" in describe_time(t, t.replace(microsecond=123000))
+    assert "UTC offset lost" in describe_time(t, t.astimezone(UTC))
+    assert "naive local time" in describe_time(t, t.replace(tzinfo=None).replace(tzinfo=UTC)
+                                               - timedelta(hours=5))
+    assert "wall time was kept" in describe_time(t, t.replace(tzinfo=UTC))
+    utc = t.astimezone(UTC)
+    assert "naive local time" in describe_time(utc, utc - timedelta(hours=5))
+    a = Entry.message("a", None, t, Message.text("user", "x"))
+    b = Entry.message("b", "a", t - timedelta(minutes=1), Message.text("user", "y"))
+    assert "sorted by creation time" in describe_log([a, b], [b, a])
+    assert "1 entries lost" in describe_log([a, b], [a])
+    assert "stored twice" in describe_log([a], [a, a])
+    assert "kind 'meta' came back as 'message'" in describe_log(
+        [Entry.meta("a", None, t, Message.text("user", "x"))], [a])
 
 
 def test_merged_ids_name_every_difference() -> None:

@@ -6,7 +6,9 @@
   sessions, isolation, aliasing, concurrent saves;
 - :mod:`~storetest.clauses.steers`: order, exactly once, races, independence;
 - :mod:`~storetest.clauses.replicas`: two handles on one backend;
-- :mod:`~storetest.clauses.model`: a state machine against a plain model.
+- :mod:`~storetest.clauses.model`: a state machine against a plain model;
+- :mod:`~storetest.clauses.logs`: entry logs (the ``log`` capability): exact entries,
+  append order, refused batches, exclusive creates, racing appends, fork, compaction.
 
 A clause takes a ``Target`` (the store, maybe a replica, the event loop, profile and
 seed) and raises :class:`~storetest.failures.ConformanceFailure` listing every
@@ -19,7 +21,7 @@ import importlib
 from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
 
 #: The topic modules, in the order their clauses run; importing one registers its clauses.
-TOPICS = ("content", "transcripts", "steers", "replicas", "model")
+TOPICS = ("content", "transcripts", "steers", "replicas", "model", "logs")
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")
 

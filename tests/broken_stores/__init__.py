@@ -27,7 +27,7 @@ from storetest.clauses import CLAUSES
 __all__ = ["BrokenStore", "diagnoses", "fixtures_outside_pytest", "registry", "run_clause"]
 
 _CLAUSES = {clause.name for clause in CLAUSES}
-_MODULES = ("memory_variants", "sqlite_variants", "postgres_variants", "mysql_variants")
+_MODULES = ("memory_variants", "sqlite_variants", "postgres_variants", "mysql_variants", "log_variants")
 
 
 @dataclass(frozen=True)
