@@ -98,26 +98,30 @@ def _history(t: Target, saves: int) -> list[list[Message]]:
 
 @clause()
 def long_histories_keep_every_save(t: Target) -> None:
-    """One session driven through dozens of saves, each rewriting its start, its middle
-    or its tail, reads back exactly what was last saved every time.
+    """Two sessions driven through dozens of saves each, interleaved, each save
+    rewriting a transcript's start, its middle or its tail, read back exactly as last
+    saved every time.
 
-    Catches a read without ``ORDER BY`` (on Postgres a rewritten row moves to the end
-    of the heap, so the first message comes back last), a store that stops writing
-    after its Nth save or past some length, and an incremental save whose bookkeeping
-    drifts over many saves.
+    Catches a read without ``ORDER BY`` (on Postgres a rewritten row moves elsewhere
+    in the heap, so the first message comes back later; two interleaved sessions share
+    pages and scramble it further), a store that stops writing after its Nth save or
+    past some length, and an incremental save whose bookkeeping drifts over many saves.
     """
-    session = t.new_session("history")
+    sessions = [t.new_session("history"), t.new_session("history")]
+    lives = [_history(t, 48), _history(t, 48)]
     with checking(long_histories_keep_every_save, t.run) as check:
-        previous: list[Message] = []
-        for n, transcript in enumerate(_history(t, 48), start=1):
-            if check.call(session, f"save #{n}", t.store.save(session, transcript)) is RAISED:
-                return
-            got = check.call(session, f"messages() after save #{n}", t.store.messages(session))
-            if got is not RAISED and got != transcript:
-                check.add(session, f"after save #{n} of {len(transcript)} messages: "
-                          + _describe_history(transcript, got, previous), transcript, got)
-                return
-            previous = transcript
+        previous: list[list[Message]] = [[], []]
+        for n in range(48):
+            for which, session in enumerate(sessions):
+                transcript = lives[which][n]
+                if check.call(session, f"save #{n + 1}", t.store.save(session, transcript)) is RAISED:
+                    return
+                got = check.call(session, f"messages() after save #{n + 1}", t.store.messages(session))
+                if got is not RAISED and got != transcript:
+                    check.add(session, f"after save #{n + 1} of {len(transcript)} messages: "
+                              + _describe_history(transcript, got, previous[which]), transcript, got)
+                    return
+                previous[which] = transcript
 
 
 def _describe_history(sent: list[Message], got: object, previous: list[Message]) -> str:
