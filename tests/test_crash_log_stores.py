@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -124,7 +125,7 @@ def _kill_loop(open_child_store: Callable[[], Any], checker: Callable[[], Any], 
 
 
 def _report(name: str, figures: Counter[str]) -> None:
-    print(f"\nSIGKILL {name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    sys.stdout.write(f"\nSIGKILL {name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()) + "\n")
     for key in ("half batches", "acknowledged batches missing", "appends after a kill that failed"):
         assert figures[key] == 0, f"{name}: {key}: {figures[key]}"
     assert figures["kills"] == KILLS and figures["batches acknowledged"] > 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 import pytest
@@ -21,7 +21,7 @@ asyncpg = pytest.importorskip("asyncpg")
 from reference_stores.postgres_log import SCHEMA, PostgresLogStore  # noqa: E402
 
 T = TypeVar("T")
-T0 = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def run(main: Callable[[], Awaitable[T]]) -> T:

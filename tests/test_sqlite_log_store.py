@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ from reference_stores.sqlite_log import SQLiteLogStore
 from storetest.contract import Message, StoreError
 from storetest.entries import Entry
 
-T0 = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def msg(entry_id: str, parent: str | None = None) -> Entry:
