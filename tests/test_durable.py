@@ -304,3 +304,36 @@ def test_imports_load_only_what_they_need(statement: str, allowed: set[str]) -> 
     from tests.test_boundaries import loaded_after
 
     assert loaded_after(statement) - allowed == set()
+
+
+def test_over_postgres_a_new_pool_rebuilds_the_same_model_history(storetest_postgres_url: str) -> None:
+    """The handle drives an async store the same way: a second pool (another process's,
+    in effect) reads back the same history."""
+    asyncpg = pytest.importorskip("asyncpg")
+    from reference_stores.postgres_log import SCHEMA, PostgresLogStore
+
+    async def main() -> tuple[list[str], list[str], list[str]]:
+        first = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)
+        try:
+            async with first.acquire() as conn:
+                await conn.execute(SCHEMA)
+            heard: list[str] = []
+            a = await DurableSession.open(PostgresLogStore(first), "durable-pg",
+                                          publisher=lambda e: heard.append(e.kind))
+            e = await a.append(user("e1"), user("e2"), user("e3"))
+            await a.branch(e[0].id)
+            await a.append(user("edit"))
+            await a.compact("e1 in short", keep_turns=1)
+            written = said(a.model_messages())
+        finally:
+            await first.close()
+        second = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)
+        try:
+            b = await DurableSession.open(PostgresLogStore(second), "durable-pg")
+            return written, said(b.model_messages()), heard
+        finally:
+            await second.close()
+
+    written, read, heard = run(main())
+    assert read == written and len(written) == 2
+    assert heard == ["session_init", "branched", "compacted"]
