@@ -10,6 +10,10 @@ text and ``decode_message`` turns it back into an equal message:
 - control characters, NUL included, are escaped, so the text holds no NUL and can go
   into any ``TEXT`` column (Postgres refuses NUL in text).
 
+:func:`decode_message` checks everything, as it must for text from anywhere.
+:func:`decode_trusted` is the fast path for text a store wrote itself with
+:func:`encode_message`: it skips the value checks that such text cannot fail.
+
 The encoding is deterministic: equal messages encode to equal text, which lets a
 store compare what it wrote last time with what it is asked to write now without
 decoding anything.
@@ -25,7 +29,14 @@ from typing import Any
 
 from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
 
-__all__ = ["CodecError", "decode_message", "decode_messages", "encode_message", "encode_messages"]
+__all__ = [
+    "CodecError",
+    "decode_message",
+    "decode_messages",
+    "decode_trusted",
+    "encode_message",
+    "encode_messages",
+]
 
 
 class CodecError(ValueError):
@@ -90,3 +101,74 @@ def decode_message(text: str | bytes) -> Message:
 
 def decode_messages(texts: Iterable[str | bytes]) -> list[Message]:
     return [decode_message(t) for t in texts]
+
+
+# Trusted decoding builds the frozen values without running their checks: allocate the
+# instance and write each slot through its member descriptor, the way the dataclass's
+# own __init__ would, minus __post_init__. Looked up once; a change to the value types'
+# fields breaks these lookups at import, not silently at run time.
+_new = object.__new__
+_set_text = Text.__dict__["text"].__set__
+_set_call_id = ToolCall.__dict__["id"].__set__
+_set_call_name = ToolCall.__dict__["name"].__set__
+_set_call_arguments = ToolCall.__dict__["arguments"].__set__
+_set_result_call_id = ToolResult.__dict__["call_id"].__set__
+_set_result_content = ToolResult.__dict__["content"].__set__
+_set_result_is_error = ToolResult.__dict__["is_error"].__set__
+_set_media_type = Attachment.__dict__["media_type"].__set__
+_set_data = Attachment.__dict__["data"].__set__
+_set_role = Message.__dict__["role"].__set__
+_set_content = Message.__dict__["content"].__set__
+_b64decode = base64.b64decode
+_loads = json.loads
+
+
+def _trusted_part(raw: dict[str, Any]) -> Content:
+    kind = raw["type"]
+    part: Any
+    if kind == "text":
+        part = _new(Text)
+        _set_text(part, raw["text"])
+    elif kind == "tool_call":
+        part = _new(ToolCall)
+        _set_call_id(part, raw["id"])
+        _set_call_name(part, raw["name"])
+        _set_call_arguments(part, raw["arguments"])
+    elif kind == "tool_result":
+        part = _new(ToolResult)
+        _set_result_call_id(part, raw["call_id"])
+        _set_result_content(part, raw["content"])
+        _set_result_is_error(part, raw["is_error"])
+    elif kind == "attachment":
+        part = _new(Attachment)
+        _set_media_type(part, raw["media_type"])
+        _set_data(part, _b64decode(raw["data"]))
+    else:
+        raise CodecError(f"unknown content type {kind!r}")
+    return part  # type: ignore[no-any-return]
+
+
+def decode_trusted(text: str | bytes) -> Message:
+    """The message :func:`encode_message` turned into ``text``, for text the caller
+    wrote itself (a store reading back its own rows).
+
+    It skips the checks :func:`decode_message` runs through the value types' constructors
+    (that each field is a ``str``, ``bytes`` or ``bool``, the role one of
+    :data:`~storetest.contract.ROLES`, no lone surrogate, base64 alphabet): text made
+    by :func:`encode_message` from checked messages passes them all, and they are most
+    of the cost of a read. Text that is not JSON, lacks a field or names an unknown
+    content type still raises; other damage (a field of the wrong type) goes
+    unnoticed, so never use it on text from anywhere else.
+
+    :raises CodecError: ``text`` is not JSON of an encoded message's shape.
+    """
+    try:
+        raw = _loads(text)
+        message = _new(Message)
+        _set_role(message, raw["role"])
+        _set_content(message, tuple([_trusted_part(p) for p in raw["content"]]))
+        return message
+    except CodecError:
+        raise
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise CodecError(f"not an encoded message ({exc}): {text[:80]!r}") from None

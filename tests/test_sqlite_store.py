@@ -90,8 +90,9 @@ def test_text_columns_are_declared_text_or_blob(store: SQLiteStore, db_path: Pat
 def test_schema_is_exported_and_idempotent(tmp_path: Path) -> None:
     """SCHEMA is what the store runs, and opening a second store on the file is harmless."""
     conn = sqlite3.connect(tmp_path / "plain.sqlite")
-    conn.executescript(SCHEMA)
-    conn.executescript(SCHEMA)
+    for _ in range(2):
+        for statement in SCHEMA:
+            conn.execute(statement)
     conn.close()
     with SQLiteStore(tmp_path / "plain.sqlite") as s, SQLiteStore(tmp_path / "plain.sqlite") as t:
         s.save("x", [turn(1)])
@@ -449,7 +450,7 @@ def test_save_after_another_handle_wrote_compares_digests(
     def no_decoding(text: object) -> Message:
         raise AssertionError("save decoded a stored message")
 
-    monkeypatch.setattr(sqlite_module, "decode_message", no_decoding)
+    monkeypatch.setattr(sqlite_module, "decode_trusted", no_decoding)
     statements.clear()
     grown = [*mine, turn(40), turn(41)]
     assert changes_during(conn, lambda: store.save("s", grown)) == 2
