@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 
 from storetest import CodecError, Message, decode_message, encode_message
+from storetest.codec import decode_trusted
 from storetest.strategies import messages
 
 
@@ -42,3 +43,33 @@ def test_arguments_travel_as_a_string_not_as_json() -> None:
 def test_garbage_raises_codec_error(garbage: str) -> None:
     with pytest.raises(CodecError):
         decode_message(garbage)
+
+
+# -- the trusted path, for text a store wrote itself --------------------------------------
+
+
+@given(messages)
+def test_trusted_decoding_gives_the_same_message(message: Message) -> None:
+    text = encode_message(message)
+    trusted = decode_trusted(text)
+    assert trusted == message
+    assert hash(trusted) == hash(message)
+    assert decode_trusted(text.encode("utf-8")) == message
+
+
+@pytest.mark.parametrize("garbage", ["", "{", "[]", '{"role":"user"}',
+                                      '{"role":"user","content":[{"type":"video"}]}',
+                                      '{"role":"user","content":[{"text":"no type"}]}'])
+def test_trusted_decoding_still_refuses_what_is_not_a_message(garbage: str) -> None:
+    with pytest.raises(CodecError):
+        decode_trusted(garbage)
+
+
+def test_only_the_public_decoder_checks_values() -> None:
+    """The checks the trusted path skips are real: untrusted text must keep them."""
+    wrong_role = '{"role":"robot","content":[]}'
+    wrong_type = '{"role":"user","content":[{"type":"text","text":5}]}'
+    for text in (wrong_role, wrong_type):
+        with pytest.raises(CodecError):
+            decode_message(text)
+        decode_trusted(text)  # no error: only for text the caller encoded itself

@@ -510,3 +510,39 @@ def test_remembered_sessions_are_bounded(
     conn.close()
     with pytest.raises(ValueError):
         SQLiteStore(db_path, cache_sessions=-1)
+
+
+# -- durability and takes --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("given", "level"), [(None, 2), ("FULL", 2), ("NORMAL", 1), ("EXTRA", 3)])
+def test_synchronous_is_full_unless_chosen(db_path: Path, given: Any, level: int) -> None:
+    """The default fsyncs every commit; NORMAL and EXTRA are there when chosen."""
+    with SQLiteStore(db_path, synchronous=given) as store:
+        assert store._conn.execute("PRAGMA synchronous").fetchone() == (level,)
+        assert store._conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_synchronous_off_and_on_a_given_connection_are_refused(db_path: Path) -> None:
+    with pytest.raises(ValueError, match="OFF is refused"):
+        SQLiteStore(db_path, synchronous="OFF")  # type: ignore[arg-type]
+    conn = sqlite3.connect(db_path)
+    with pytest.raises(ValueError, match="PRAGMA synchronous yourself"):
+        SQLiteStore(conn, synchronous="NORMAL")
+    conn.close()
+
+
+def test_a_take_is_one_statement_and_keeps_the_order(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]],
+) -> None:
+    """DELETE ... RETURNING removes and returns in one statement; RETURNING has no
+    order of its own, so the store sorts by id."""
+    store, _, statements = traced
+    texts = [f"steer {i}" for i in range(50)]
+    for text in texts:
+        store.add_steer("s", text)
+    statements.clear()
+    assert store.take_steers("s") == texts
+    touching = [s for s in statements if "storetest_steers" in s]
+    assert len(touching) == 1 and touching[0].startswith("DELETE"), statements
+    assert store.take_steers("s") == []

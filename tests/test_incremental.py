@@ -1,0 +1,244 @@
+"""The incremental-save core: what a save reads, encodes and writes, for the handle that
+wrote last and for one that did not. The planner alone, then on a real SQLite file."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reference_stores import _incremental
+from reference_stores._incremental import (
+    DIGEST_SIZE,
+    Known,
+    Remembered,
+    SavePlan,
+    chain_digest,
+    chain_digests,
+)
+from reference_stores.sqlite import SQLiteStore
+from storetest.codec import encode_message
+from storetest.contract import Message
+
+
+def turn(i: int, tag: str = "") -> Message:
+    return Message.text("user" if i % 2 else "assistant", f"turn {i}{tag}: " + "x" * 40)
+
+
+def conversation(n: int, tag: str = "") -> list[Message]:
+    return [turn(i, tag) for i in range(n)]
+
+
+def stored_rows(messages: list[Message]) -> list[tuple[int, bytes]]:
+    """The (position, digest) rows a store holds for ``messages``."""
+    digests = chain_digests(b"", [encode_message(m) for m in messages])
+    return [(i, digests[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE]) for i in range(len(messages))]
+
+
+def known(version: int, messages: list[Message]) -> Known:
+    return Known(version, tuple(messages), b"".join(d for _, d in stored_rows(messages)))
+
+
+class Counted:
+    """Counts calls to the core's encoder and hash while a test runs."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.encoded = 0
+        self.hashed = 0
+
+        def encode(message: Message) -> str:
+            self.encoded += 1
+            return encode_message(message)
+
+        def digest(previous: bytes, body: str) -> bytes:
+            self.hashed += 1
+            return chain_digest(previous, body)
+
+        monkeypatch.setattr(_incremental, "encode_message", encode)
+        monkeypatch.setattr(_incremental, "chain_digest", digest)
+
+    def reset(self) -> None:
+        self.encoded = self.hashed = 0
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
+    return Counted(monkeypatch)
+
+
+# -- the digest ------------------------------------------------------------------------
+
+
+def test_a_chain_digest_vouches_for_the_whole_prefix() -> None:
+    """Rows that differ anywhere before position i give different digests at i."""
+    a = stored_rows(conversation(5))
+    b = stored_rows([*conversation(1), turn(1, "edited"), *conversation(5)[2:]])
+    assert a[0] == b[0]
+    assert all(x[1] != y[1] for x, y in zip(a[1:], b[1:], strict=True))
+    assert len(a[4][1]) == DIGEST_SIZE
+
+
+# -- the planner -------------------------------------------------------------------------
+
+
+def test_matching_version_reads_nothing_and_writes_the_tail(counted: Counted) -> None:
+    old = conversation(100)
+    memory = known(7, old)
+    counted.reset()
+    plan = SavePlan(tuple([*old, turn(100)]), memory, 7)
+    assert plan.fetch_from is None
+    assert (plan.keep, plan.delete, [p for p, _, _ in plan.rows]) == (100, False, [100])
+    assert (counted.encoded, counted.hashed) == (1, 1)
+    assert plan.known(8).digests == b"".join(d for _, d in stored_rows([*old, turn(100)]))
+
+
+def test_nothing_changed_is_no_change() -> None:
+    old = conversation(10)
+    plan = SavePlan(tuple(old), known(3, old), 3)
+    assert not plan.changed and plan.rows == [] and not plan.delete
+
+
+def test_stale_memory_asks_for_the_row_before_the_prefix_only(counted: Counted) -> None:
+    """Another handle appended two messages: one indexed range read, no prefix work."""
+    mine = conversation(100)
+    theirs = conversation(102)
+    new = conversation(103)
+    memory, stored = known(7, mine), stored_rows(theirs)[99:]
+    counted.reset()
+    plan = SavePlan(tuple(new), memory, 9)
+    assert plan.fetch_from == 99
+    plan.resolve(stored)
+    assert plan.fetch_from is None
+    # Their two rows equal the new tail's: kept; only the 103rd is written.
+    assert (plan.keep, plan.delete, [p for p, _, _ in plan.rows]) == (102, False, [102])
+    assert counted.encoded == 3 and counted.hashed == 3
+
+
+def test_a_rewritten_prefix_falls_back_to_every_digest(counted: Counted) -> None:
+    mine = conversation(50)
+    theirs = [*mine[:10], turn(10, "theirs")]
+    new = [*mine, turn(50)]
+    memory, stored = known(1, mine), stored_rows(theirs)
+    counted.reset()
+    plan = SavePlan(tuple(new), memory, 2)
+    assert plan.fetch_from == 49
+    plan.resolve(stored[49:])  # nothing there: the anchor is missing
+    assert plan.fetch_from == 0
+    plan.resolve(stored)
+    assert (plan.keep, plan.delete) == (10, True)
+    assert [p for p, _, _ in plan.rows] == list(range(10, 51))
+    # The shared prefix was compared with remembered digests, not re-encoded.
+    assert counted.encoded == 41 and counted.hashed == 41
+
+
+def test_a_gap_in_positions_ends_the_prefix() -> None:
+    rows = stored_rows(conversation(6))
+    del rows[3]
+    plan = SavePlan(tuple(conversation(6)), None, 1)
+    plan.resolve(rows)
+    assert (plan.keep, plan.delete) == (3, True)
+    assert [p for p, _, _ in plan.rows] == [3, 4, 5]
+
+
+def test_nothing_remembered_encodes_everything_once(counted: Counted) -> None:
+    stored = stored_rows(conversation(19))
+    counted.reset()
+    plan = SavePlan(tuple(conversation(20)), None, 4)
+    assert plan.fetch_from == 0
+    plan.resolve(stored)
+    assert (plan.keep, [p for p, _, _ in plan.rows]) == (19, [19])
+    assert counted.encoded == 20
+
+
+def test_a_complete_plan_refuses_more_rows_and_an_incomplete_one_a_version() -> None:
+    plan = SavePlan((), None, None)
+    with pytest.raises(RuntimeError, match="complete"):
+        plan.resolve([])
+    pending = SavePlan(tuple(conversation(2)), None, 1)
+    with pytest.raises(RuntimeError, match="not complete"):
+        pending.known(2)
+
+
+# -- the memory --------------------------------------------------------------------------
+
+
+def test_memory_never_steps_back_to_an_older_version() -> None:
+    memory = Remembered(4)
+    memory.learn(b"s", known(5, conversation(3)))
+    memory.learn(b"s", known(4, conversation(2)))
+    entry = memory.get(b"s")
+    assert entry is not None and entry.version == 5
+    memory.learn(b"s", known(5, conversation(3, "same version")))
+    entry = memory.get(b"s")
+    assert entry is not None and entry.messages == tuple(conversation(3, "same version"))
+
+
+def test_memory_is_bounded_least_recently_used_first() -> None:
+    memory = Remembered(2)
+    for key in (b"a", b"b"):
+        memory.learn(key, known(1, []))
+    memory.get(b"a")
+    memory.learn(b"c", known(1, []))
+    assert (memory.get(b"a"), memory.get(b"b")) != (None, None)
+    assert memory.get(b"b") is None and len(memory) == 2
+    off = Remembered(0)
+    off.learn(b"a", known(1, []))
+    assert off.get(b"a") is None
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
+def test_a_bad_cache_size_is_refused(bad: object) -> None:
+    with pytest.raises(ValueError, match="cache_sessions"):
+        Remembered(bad)  # type: ignore[arg-type]
+
+
+# -- on a real SQLite file ------------------------------------------------------------
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[SQLiteStore, SQLiteStore]]:
+    path = tmp_path / "two.sqlite"
+    with SQLiteStore(path) as a, SQLiteStore(path) as b:
+        yield a, b
+
+
+def test_two_alternating_handles_encode_only_what_changed(tmp_path: Path, counted: Counted) -> None:
+    """Each handle learns the other's save without re-encoding or re-hashing the prefix,
+    and reads the stored digests only from the end of what it knew."""
+    path = tmp_path / "two.sqlite"
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    conv = conversation(300)
+    with SQLiteStore(conn) as a, SQLiteStore(path) as b:
+        a.save("s", conv[:200])
+        b.messages("s")  # b joins as a replica does: it reads first
+        for n in range(201, 300):
+            counted.reset()
+            statements.clear()
+            (a if n % 2 else b).save("s", conv[:n])
+            # The other handle wrote message n-2; this one writes n-1: two encodes at most.
+            assert counted.encoded <= 2, (n, counted.encoded)
+            assert counted.hashed <= 2, (n, counted.hashed)
+            if n > 201 and n % 2:
+                reads = [s for s in statements if "digest FROM" in s]
+                anchor = f"position >= {n - 3} ORDER BY position"
+                assert reads and all(s.endswith(anchor) for s in reads), reads
+        assert a.messages("s") == conv[:299] == b.messages("s")
+    conn.close()
+
+
+def test_a_second_handle_learns_an_edit_and_a_shrink(two: tuple[SQLiteStore, SQLiteStore]) -> None:
+    a, b = two
+    conv = conversation(60)
+    a.save("s", conv)
+    b.messages("s")
+    edited = [*conv[:30], turn(30, "edited"), *conv[31:]]
+    a.save("s", edited)
+    b.save("s", [*edited, turn(60)])
+    assert a.messages("s") == [*edited, turn(60)]
+    a.save("s", conv[:5])
+    b.save("s", [*conv[:5], turn(5, "b")])
+    assert a.messages("s") == [*conv[:5], turn(5, "b")]
