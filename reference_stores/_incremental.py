@@ -9,7 +9,8 @@ a replica that did not, and leaves each backend only its statements.
 What is stored, per session (the backends' ``SCHEMA`` spell it in their own types):
 
 - a session row with ``version``: a counter that every save changing the transcript
-  raises by one, under the session's row lock;
+  raises by one, under the session's row lock (a store may raise it on every save);
+  ``0``, or no row, means nothing was ever saved;
 - one row per message: ``position`` (0, 1, ...), ``body`` (:func:`encode_message` text)
   and ``digest``, the *chain digest* of the transcript up to and including that row:
   ``digest[i] = SHA-256(digest[i-1] + body[i])``, with ``digest[-1] = b""``. Equal
@@ -166,11 +167,12 @@ class SavePlan:
         #: The chain digests of all of ``new``, concatenated.
         self.digests = b""
         self._prefix = 0
+        if not stored_version:
+            # No session row, or one that add_steer made: nothing has been saved.
+            self._finish(0, ())
+            return
         if known is None:
-            if stored_version is None:
-                self._finish(0, ())  # nothing stored, nothing remembered: no read needed
-            else:
-                self.fetch_from = 0
+            self.fetch_from = 0
             return
         self._prefix = common_prefix(known.messages, new)
         if stored_version == known.version:
@@ -179,8 +181,6 @@ class SavePlan:
                 (position, known.digest_at(position)) for position in range(p, len(known.messages))
             ]
             self._finish(p, stored_after)
-        elif stored_version is None:
-            self._finish(0, ())  # the session row is gone: nothing is stored
         else:
             # Another handle wrote: the row before the shared prefix vouches for it.
             self.fetch_from = max(self._prefix - 1, 0)
@@ -274,7 +274,7 @@ class Remembered:
 
     def plan(self, key: Hashable, new: tuple[Message, ...], stored_version: int | None) -> SavePlan:
         """Start planning a save of ``new`` over a session whose stored version is
-        ``stored_version`` (``None``: no session row, so no stored messages)."""
+        ``stored_version`` (``None`` or ``0``: nothing was ever saved)."""
         return SavePlan(new, self.get(key), stored_version)
 
     def learn(self, key: Hashable, known: Known) -> None:

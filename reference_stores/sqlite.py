@@ -1,7 +1,7 @@
 """The SQLite store: standard-library ``sqlite3`` only, one database file shared by
 every handle, thread and process that opens it.
 
-How it keeps each SQLite fact in ``DESIGN.md``:
+How it keeps each SQLite fact that breaks naive stores:
 
 - *A column declared ``JSON`` or ``STRING`` has NUMERIC affinity* (``'1.0'`` comes back
   as ``1``): every column holding text is declared ``TEXT`` or ``BLOB``. Message bodies
