@@ -3,9 +3,13 @@ wrote last and for one that did not. The planner alone, then on a real SQLite fi
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -242,3 +246,77 @@ def test_a_second_handle_learns_an_edit_and_a_shrink(two: tuple[SQLiteStore, SQL
     a.save("s", conv[:5])
     b.save("s", [*conv[:5], turn(5, "b")])
     assert a.messages("s") == [*conv[:5], turn(5, "b")]
+
+
+# -- the same core on the server stores --------------------------------------------------
+
+
+def _alternate(save_a: Any, save_b: Any, read: Any, counted: Counted) -> None:
+    """Two handles take turns growing one conversation; each save may encode and hash
+    only the message the other wrote and its own."""
+    conv = conversation(160)
+    save_a(conv[:100])
+    read()  # both handles know the session, as replicas that read it first do
+    for n in range(101, 160):
+        counted.reset()
+        (save_a if n % 2 else save_b)(conv[:n])
+        assert (counted.encoded, counted.hashed) <= (2, 2), (n, counted.encoded, counted.hashed)
+    assert read() == conv[:159]
+
+
+def test_two_alternating_postgres_handles_encode_only_what_changed(
+    storetest_postgres_url: str, counted: Counted
+) -> None:
+    asyncpg = pytest.importorskip("asyncpg")
+    from reference_stores.postgres import SCHEMA, PostgresStore
+
+    session = f"alternate-{secrets.token_hex(4)}"
+
+    async def main() -> None:
+        pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)
+        try:
+            await pool.execute(SCHEMA)
+            a, b = PostgresStore(pool), PostgresStore(pool)
+            conv = conversation(160)
+            await a.save(session, conv[:100])
+            await b.messages(session)
+            for n in range(101, 160):
+                counted.reset()
+                await (a if n % 2 else b).save(session, conv[:n])
+                assert (counted.encoded, counted.hashed) <= (2, 2), (n, counted.encoded, counted.hashed)
+            assert await a.messages(session) == conv[:159] == await PostgresStore(pool).messages(session)
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
+def test_two_alternating_mysql_handles_encode_only_what_changed(
+    storetest_mysql_url: str, counted: Counted
+) -> None:
+    pytest.importorskip("pymysql")
+    from urllib.parse import urlsplit, urlunsplit
+
+    from reference_stores.mysql import SCHEMA, MySQLStore
+    from storetest._databases.mysql import connect
+
+    name = f"storetest_inc_{secrets.token_hex(4)}"
+    parts = urlsplit(storetest_mysql_url)
+    server = urlunsplit((parts.scheme, parts.netloc, "/", "", ""))
+    url = urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
+    with closing(connect(server, autocommit=True)) as admin, admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        with closing(connect(url)) as one, closing(connect(url)) as two:
+            with one.cursor() as cur:
+                for statement in SCHEMA:
+                    cur.execute(statement)
+            one.commit()
+            a, b = MySQLStore(one), MySQLStore(two)
+            _alternate(
+                lambda m: a.save("s", m), lambda m: b.save("s", m), lambda: b.messages("s"), counted
+            )
+            assert MySQLStore(lambda: connect(url)).messages("s") == conversation(159)
+    finally:
+        with closing(connect(server, autocommit=True)) as admin, admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
