@@ -256,10 +256,14 @@ class SQLiteStore:
         with self._operation(f"save to session {session!r}") as conn:
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                # Reads the version and raises it in one statement; a save that turns
+                # out to change nothing rolls the raise back, so it writes nothing.
                 row = conn.execute(
-                    "SELECT version FROM storetest_sessions WHERE session = ?", (key,)
+                    "UPDATE storetest_sessions SET version = version + 1 WHERE session = ? "
+                    "RETURNING version",
+                    (key,),
                 ).fetchone()
-                stored_version: int | None = row[0] if row is not None else None
+                stored_version: int | None = row[0] - 1 if row is not None else None
                 plan = self._remembered.plan(key, new, stored_version)
                 while plan.fetch_from is not None:
                     plan.resolve(
@@ -271,7 +275,7 @@ class SQLiteStore:
                     )
                 if not plan.changed:
                     # Nothing to write, so every handle's remembered version stays true.
-                    conn.execute("COMMIT")
+                    conn.execute("ROLLBACK")
                     if stored_version is not None:
                         self._remembered.learn(key, plan.known(stored_version))
                     return
@@ -284,12 +288,13 @@ class SQLiteStore:
                     "INSERT INTO storetest_messages (session, position, digest, body) VALUES (?, ?, ?, ?)",
                     [(key, position, digest, body) for position, digest, body in plan.rows],
                 )
-                version = (stored_version or 0) + 1
-                conn.execute(
-                    "INSERT INTO storetest_sessions (session, version) VALUES (?, ?) "
-                    "ON CONFLICT (session) DO UPDATE SET version = excluded.version",
-                    (key, version),
-                )
+                if row is None:
+                    version = 1
+                    conn.execute(
+                        "INSERT INTO storetest_sessions (session, version) VALUES (?, 1)", (key,)
+                    )
+                else:
+                    version = row[0]
                 conn.execute("COMMIT")
             except BaseException:
                 # Rolled back, or perhaps not: what this handle remembers may be stale.

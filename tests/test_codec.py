@@ -59,8 +59,10 @@ def test_trusted_decoding_gives_the_same_message(message: Message) -> None:
 
 @pytest.mark.parametrize("garbage", ["", "{", "[]", '{"role":"user"}',
                                       '{"role":"user","content":[{"type":"video"}]}',
-                                      '{"role":"user","content":[{"text":"no type"}]}'])
-def test_trusted_decoding_still_refuses_what_is_not_a_message(garbage: str) -> None:
+                                      '{"role":"user","content":[{"text":"no type"}]}',
+                                      '{"role":"user","content":[]} and more',
+                                      ' {"role":"user","content":[]}', b"\xff"])
+def test_trusted_decoding_still_refuses_what_is_not_a_message(garbage: str | bytes) -> None:
     with pytest.raises(CodecError):
         decode_trusted(garbage)
 

@@ -403,7 +403,7 @@ def test_failing_rollback_does_not_replace_the_error(db_path: Path, caplog: pyte
 
 
 def test_save_after_save_writes_only_the_tail(
-    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]],
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], db_path: Path
 ) -> None:
     """Turn N+1 after turn N: one message row and the version, nothing read back."""
     store, conn, statements = traced
@@ -415,7 +415,13 @@ def test_save_after_save_writes_only_the_tail(
     assert not [s for s in statements if "digest FROM" in s]
     assert sum(s.startswith("INSERT INTO storetest_messages") for s in statements) <= 1
     assert store.messages("s") == transcript
-    assert changes_during(conn, lambda: store.save("s", list(transcript))) == 0
+    # A save that changes nothing commits nothing: another connection sees no new data.
+    with closing(sqlite3.connect(db_path)) as watcher:
+        before = watcher.execute("PRAGMA data_version").fetchone()
+        store.save("s", list(transcript))
+        assert watcher.execute("PRAGMA data_version").fetchone() == before
+        store.save("s", [*transcript, turn(51)])
+        assert watcher.execute("PRAGMA data_version").fetchone() != before
 
 
 def test_save_after_read_writes_only_the_tail(
