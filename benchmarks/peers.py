@@ -145,9 +145,11 @@ class PeerSQLiteSession(_Peer):
 
     async def synchronous_level(self) -> int:
         handle = self._handle("probe", "a")
-        return int(
-            await asyncio.to_thread(lambda: handle._get_connection().execute("PRAGMA synchronous").fetchone()[0])
-        )
+
+        def probe() -> int:
+            return int(handle._get_connection().execute("PRAGMA synchronous").fetchone()[0])
+
+        return await asyncio.to_thread(probe)
 
 
 class PeerSQLAlchemySession(_Peer):
@@ -275,7 +277,9 @@ def report(synchronous: str, result: dict[str, Any], repeats: int) -> str:
     floor = med["json.loads floor"]["read 2000"]
     lines.append(f"| json.loads of our 2,000 bodies (floor) | {floor:.3f} | | | | |")
     a, b, c = (totals[x] for x in (ours, peer, alchemy))
-    lines.append(f"| 2,000-turn conversation, total | {a:.0f} | {b:.0f} | {c:.0f} | {a / b:.2f}x | {a / c:.2f}x |")
+    lines.append(
+        f"| 2,000-turn conversation, total | {a:.0f} | {b:.0f} | {c:.0f} | {a / b:.2f}x | {a / c:.2f}x |"
+    )
     a, b, c = (sizes[x] / 1e6 for x in (ours, peer, alchemy))
     lines.append(f"| file size (MB) | {a:.2f} | {b:.2f} | {c:.2f} | {a / b:.2f}x | {a / c:.2f}x |")
     growth_one = med[ours]["save@2000 one"] / med[ours]["save@20 one"]
@@ -299,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         from agents import SQLiteSession  # noqa: F401
         from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession  # noqa: F401
     except ImportError as exc:
-        print(f"benchmarks/peers.py needs the peers it compares against: {exc}.\nInstall them with: {INSTALL}")
+        print(f"benchmarks/peers.py needs the peers it compares against: {exc}.")
+        print(f"Install them with: {INSTALL}")
         return 2
     with tempfile.TemporaryDirectory(prefix="storetest-peers-", dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
         for synchronous in args.synchronous or ["FULL", "NORMAL"]:

@@ -7,6 +7,9 @@ text and ``decode_message`` turns it back into an equal message:
   their bytes survive (a store that parsed them would reorder keys, drop duplicates,
   rewrite numbers);
 - attachment bytes travel as base64;
+- a message holding exactly one piece of text, the most common kind, is written
+  ``{"role":...,"content":"the text"}``: its content is a string, not a list of parts,
+  which makes it shorter to store and cheaper to parse;
 - control characters, NUL included, are escaped, so the text holds no NUL and can go
   into any ``TEXT`` column (Postgres refuses NUL in text).
 
@@ -64,8 +67,17 @@ def _encode_part(part: Content) -> dict[str, Any]:
 
 def encode_message(message: Message) -> str:
     """One message as compact JSON text (no NUL, valid UTF-8, deterministic)."""
-    body = {"role": message.role, "content": [_encode_part(p) for p in message.content]}
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    content = message.content
+    if len(content) == 1 and type(content[0]) is Text:
+        body: dict[str, Any] = {"role": message.role, "content": content[0].text}
+    else:
+        body = {"role": message.role, "content": [_encode_part(p) for p in content]}
+    return _dumps(body)
+
+
+# One encoder, built once: json.dumps builds a new JSONEncoder on every call that passes
+# options, and encoding is on every save's path.
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def encode_messages(messages: Iterable[Message]) -> list[str]:
@@ -92,7 +104,10 @@ def decode_message(text: str | bytes) -> Message:
     """
     try:
         raw = json.loads(text)
-        return Message(raw["role"], tuple(_decode_part(p) for p in raw["content"]))
+        content = raw["content"]
+        if isinstance(content, str):
+            return Message(raw["role"], (Text(content),))
+        return Message(raw["role"], tuple(_decode_part(p) for p in content))
     except CodecError:
         raise
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
@@ -175,7 +190,13 @@ def decode_trusted(text: str | bytes) -> Message:
             raise CodecError(f"not an encoded message (data after the JSON): {text[:80]!r}")
         message = _new(Message)
         _set_role(message, raw["role"])
-        _set_content(message, tuple([_trusted_part(p) for p in raw["content"]]))
+        content = raw["content"]
+        if type(content) is str:
+            part = _new(Text)
+            _set_text(part, content)
+            _set_content(message, (part,))
+        else:
+            _set_content(message, tuple([_trusted_part(p) for p in content]))
         return message
     except CodecError:
         raise

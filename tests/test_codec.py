@@ -7,6 +7,7 @@ from hypothesis import given
 
 from storetest import CodecError, Message, decode_message, encode_message
 from storetest.codec import decode_trusted
+from storetest.contract import Text
 from storetest.strategies import messages
 
 
@@ -75,3 +76,19 @@ def test_only_the_public_decoder_checks_values() -> None:
         with pytest.raises(CodecError):
             decode_message(text)
         decode_trusted(text)  # no error: only for text the caller encoded itself
+
+
+def test_one_piece_of_text_is_stored_as_a_string() -> None:
+    """The common message is short to store; the list form still decodes the same."""
+    message = Message.text("user", "hi")
+    assert encode_message(message) == '{"role":"user","content":"hi"}'
+    as_list = '{"role":"user","content":[{"type":"text","text":"hi"}]}'
+    assert decode_message(as_list) == message == decode_trusted(as_list)
+    two = Message("user", (Text("a"), Text("b")))
+    assert encode_message(two).startswith('{"role":"user","content":[')
+
+
+def test_content_that_is_neither_text_nor_parts_is_refused() -> None:
+    for text in ('{"role":"user","content":5}', '{"role":"user","content":{"type":"text"}}'):
+        with pytest.raises(CodecError):
+            decode_message(text)
