@@ -70,20 +70,22 @@ SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
 
 Synchronous = Literal["NORMAL", "FULL", "EXTRA"]
 
-#: The tables the store creates when opened, one idempotent statement each. Sessions and
-#: messages are ``WITHOUT ROWID``: one b-tree keyed by the primary key, where a rowid
-#: table would keep a second copy of every key in its primary-key index.
+#: The tables the store creates when opened, one idempotent statement each. Message rows
+#: name their session by its small integer ``id``, not by the id string, which can be
+#: hundreds of bytes, and live in a ``WITHOUT ROWID`` table: one b-tree keyed by
+#: (session, position), where a rowid table would keep every key twice.
 SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS storetest_sessions (
-    session BLOB PRIMARY KEY,
+    id INTEGER PRIMARY KEY,
+    session BLOB NOT NULL UNIQUE,
     version INTEGER NOT NULL
-) WITHOUT ROWID""",
+)""",
     """CREATE TABLE IF NOT EXISTS storetest_messages (
-    session BLOB NOT NULL,
+    session_id INTEGER NOT NULL,
     position INTEGER NOT NULL,
     digest BLOB NOT NULL,
     body TEXT NOT NULL,
-    PRIMARY KEY (session, position)
+    PRIMARY KEY (session_id, position)
 ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS storetest_steers (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -260,17 +262,18 @@ class SQLiteStore:
                 # out to change nothing rolls the raise back, so it writes nothing.
                 row = conn.execute(
                     "UPDATE storetest_sessions SET version = version + 1 WHERE session = ? "
-                    "RETURNING version",
+                    "RETURNING id, version",
                     (key,),
                 ).fetchone()
-                stored_version: int | None = row[0] - 1 if row is not None else None
+                stored_version: int | None = row[1] - 1 if row is not None else None
                 plan = self._remembered.plan(key, new, stored_version)
                 while plan.fetch_from is not None:
+                    assert row is not None  # the plan reads rows only of a stored session
                     plan.resolve(
                         conn.execute(
                             "SELECT position, digest FROM storetest_messages "
-                            "WHERE session = ? AND position >= ? ORDER BY position",
-                            (key, plan.fetch_from),
+                            "WHERE session_id = ? AND position >= ? ORDER BY position",
+                            (row[0], plan.fetch_from),
                         ).fetchall()
                     )
                 if not plan.changed:
@@ -279,22 +282,24 @@ class SQLiteStore:
                     if stored_version is not None:
                         self._remembered.learn(key, plan.known(stored_version))
                     return
+                if row is None:
+                    (sid,) = conn.execute(
+                        "INSERT INTO storetest_sessions (session, version) VALUES (?, 1) RETURNING id",
+                        (key,),
+                    ).fetchone()
+                    version = 1
+                else:
+                    sid, version = row
                 if plan.delete:
                     conn.execute(
-                        "DELETE FROM storetest_messages WHERE session = ? AND position >= ?",
-                        (key, plan.keep),
+                        "DELETE FROM storetest_messages WHERE session_id = ? AND position >= ?",
+                        (sid, plan.keep),
                     )
                 conn.executemany(
-                    "INSERT INTO storetest_messages (session, position, digest, body) VALUES (?, ?, ?, ?)",
-                    [(key, position, digest, body) for position, digest, body in plan.rows],
+                    "INSERT INTO storetest_messages (session_id, position, digest, body) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(sid, position, digest, body) for position, digest, body in plan.rows],
                 )
-                if row is None:
-                    version = 1
-                    conn.execute(
-                        "INSERT INTO storetest_sessions (session, version) VALUES (?, 1)", (key,)
-                    )
-                else:
-                    version = row[0]
                 conn.execute("COMMIT")
             except BaseException:
                 # Rolled back, or perhaps not: what this handle remembers may be stale.
@@ -315,10 +320,15 @@ class SQLiteStore:
             # One read transaction: the version and the rows come from one snapshot,
             # so what is remembered is what was stored at that version.
             conn.execute("BEGIN")
-            row = conn.execute("SELECT version FROM storetest_sessions WHERE session = ?", (key,)).fetchone()
+            row = conn.execute(
+                "SELECT id, version FROM storetest_sessions WHERE session = ?", (key,)
+            ).fetchone()
+            if row is None:
+                conn.execute("COMMIT")
+                return []
             rows = conn.execute(
-                "SELECT body, digest FROM storetest_messages WHERE session = ? ORDER BY position",
-                (key,),
+                "SELECT body, digest FROM storetest_messages WHERE session_id = ? ORDER BY position",
+                (row[0],),
             ).fetchall()
             conn.execute("COMMIT")
             try:
@@ -327,8 +337,7 @@ class SQLiteStore:
                 result = [decode_trusted(body) for body, _ in rows]
             except CodecError as exc:
                 raise StoreError(f"read of session {session!r} failed: {exc}") from exc
-            if row is not None:
-                self._remembered.learn_read(key, row[0], tuple(result), [digest for _, digest in rows])
+            self._remembered.learn_read(key, row[1], tuple(result), [digest for _, digest in rows])
             return result
 
     def add_steer(self, session: str, text: str) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
@@ -138,7 +138,7 @@ _b64decode = base64.b64decode
 # The C scanner json.loads ends in, without the wrapper around it (type checks, two
 # whitespace regexes, the trailing-data check): half the cost of a short document.
 # Text from encode_message has no surrounding whitespace; trailing data is checked below.
-_scan = json.JSONDecoder().scan_once
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _trusted_part(raw: dict[str, Any]) -> Content:

@@ -22,7 +22,6 @@ from storetest.contract import Attachment, Message, StoreError, Text, ToolCall, 
 TABLES = ("storetest_sessions", "storetest_messages", "storetest_steers")
 TEXT_COLUMNS = {
     ("storetest_sessions", "session"),
-    ("storetest_messages", "session"),
     ("storetest_messages", "body"),
     ("storetest_messages", "digest"),
     ("storetest_steers", "session"),
@@ -115,7 +114,11 @@ def test_numeric_looking_text_round_trips(store: SQLiteStore, db_path: Path) -> 
     assert steer_kinds == [("blob", "blob")]
     assert store.messages("1.0") == transcript
     assert store.take_steers("1.0") == ["1.0"]
-    kinds = run_sql(db_path, "SELECT DISTINCT typeof(session), typeof(body) FROM storetest_messages")
+    kinds = run_sql(
+        db_path,
+        "SELECT DISTINCT typeof(s.session), typeof(m.body) FROM storetest_messages m "
+        "JOIN storetest_sessions s ON s.id = m.session_id",
+    )
     assert kinds == [("blob", "text")]
 
 
