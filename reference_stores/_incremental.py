@@ -52,10 +52,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Final
 
 from storetest.codec import encode_message
-from storetest.contract import Message
+from storetest.contract import Message, check_messages
 
 __all__ = [
     "DEFAULT_CACHE_SESSIONS",
@@ -134,10 +135,14 @@ class Known:
 
 
 class SavePlan:
-    """What one save must do, worked out from the stored version and, if asked for,
-    stored digests. The backend runs::
+    """What one save must do, worked out in two steps: :meth:`Remembered.prepare`
+    checks the new transcript and compares it with what the handle remembers, before
+    any database work; :meth:`start` takes the stored version, read under the session's
+    lock, and asks for stored digests if it needs them. The backend runs::
 
-        plan = remembered.plan(key, new, stored_version)
+        plan = remembered.prepare(key, messages)      # raises TypeError, touches nothing
+        <begin; lock the session row and read its version>
+        plan.start(stored_version)
         while plan.fetch_from is not None:
             plan.resolve(<(position, digest) rows with position >= plan.fetch_from,
                           ordered by position>)
@@ -145,14 +150,17 @@ class SavePlan:
         <insert plan.rows: (position, digest, body)>
         if plan.changed: <raise the version>
 
-    and, once committed, ``remembered.learn(key, plan.known(new_version))``.
+    and, once committed, ``remembered.learn(key, plan.known(new_version))``. A
+    transaction retried after a deadlock calls :meth:`start` again.
     """
 
     __slots__ = ("_known", "_prefix", "changed", "delete", "digests", "fetch_from", "keep", "new", "rows")
 
-    def __init__(self, new: tuple[Message, ...], known: Known | None, stored_version: int | None) -> None:
+    def __init__(self, new: tuple[Message, ...], known: Known | None, prefix: int) -> None:
         self.new = new
         self._known = known
+        #: How many leading messages of ``new`` equal the remembered ones.
+        self._prefix = prefix
         #: Rows from here on must be fetched and passed to :meth:`resolve`; ``None``
         #: once the plan is complete.
         self.fetch_from: int | None = None
@@ -166,16 +174,18 @@ class SavePlan:
         self.changed = False
         #: The chain digests of all of ``new``, concatenated.
         self.digests = b""
-        self._prefix = 0
+
+    def start(self, stored_version: int | None) -> None:
+        """Take the session's stored version, read under its lock (``None`` or ``0``:
+        nothing was ever saved). Afterwards the plan is complete, or :attr:`fetch_from`
+        says which stored digests it needs."""
+        known = self._known
         if not stored_version:
             # No session row, or one that add_steer made: nothing has been saved.
             self._finish(0, ())
-            return
-        if known is None:
+        elif known is None:
             self.fetch_from = 0
-            return
-        self._prefix = common_prefix(known.messages, new)
-        if stored_version == known.version:
+        elif stored_version == known.version:
             p = self._prefix
             stored_after = [
                 (position, known.digest_at(position)) for position in range(p, len(known.messages))
@@ -272,10 +282,26 @@ class Remembered:
                 self._entries.move_to_end(key)
             return known
 
-    def plan(self, key: Hashable, new: tuple[Message, ...], stored_version: int | None) -> SavePlan:
-        """Start planning a save of ``new`` over a session whose stored version is
-        ``stored_version`` (``None`` or ``0``: nothing was ever saved)."""
-        return SavePlan(new, self.get(key), stored_version)
+    def prepare(self, key: Hashable, messages: object) -> SavePlan:
+        """Check ``messages`` as :func:`~storetest.contract.check_messages` does and
+        start a :class:`SavePlan` for saving them to ``key``'s session.
+
+        Messages equal to the remembered prefix are not type-checked again: they equal
+        messages that were, and the tuple comparison that finds the prefix (identity
+        first, in C) is needed anyway; an ``isinstance`` per message would cost more
+        than the rest of a save's CPU work at turn 2,000.
+
+        :raises TypeError: ``messages`` is not a sequence of ``Message``.
+        """
+        known = self.get(key)
+        if known is None or not isinstance(messages, (list, tuple)):
+            new = check_messages(messages)
+            return SavePlan(new, known, common_prefix(known.messages, new) if known else 0)
+        new = tuple(messages)
+        prefix = common_prefix(known.messages, new)
+        if not all(map(isinstance, new[prefix:], repeat(Message))):
+            check_messages(new)  # raises, naming the first item that is not a Message
+        return SavePlan(new, known, prefix)
 
     def learn(self, key: Hashable, known: Known) -> None:
         """Remember ``known``, unless a newer version is remembered already."""

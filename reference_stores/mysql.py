@@ -51,12 +51,11 @@ from typing import Any, Final, TypeVar
 
 import pymysql
 
-from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered, SavePlan
+from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
 from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
     StoreError,
-    check_messages,
     check_session_id,
     check_steer_text,
 )
@@ -168,10 +167,10 @@ class MySQLStore:
         :raises StoreError: the database failed; nothing was changed.
         """
         session = check_session_id(session)
-        new = check_messages(messages)
         key = session.encode("utf-8")
+        plan = self._remembered.prepare(key, messages)
 
-        def write(cur: Any) -> tuple[SavePlan, int]:
+        def write(cur: Any) -> int:
             cur.execute("SELECT version FROM agent_sessions WHERE session = %s FOR UPDATE", (key,))
             row = cur.fetchone()
             if row is None:
@@ -185,7 +184,7 @@ class MySQLStore:
                 cur.execute("SELECT version FROM agent_sessions WHERE session = %s FOR UPDATE", (key,))
                 row = cur.fetchone()
             version = int(row[0])
-            plan = self._remembered.plan(key, new, version)
+            plan.start(version)  # again after a retried deadlock: the rows may differ
             while plan.fetch_from is not None:
                 cur.execute(
                     "SELECT position, digest FROM agent_messages "
@@ -194,7 +193,7 @@ class MySQLStore:
                 )
                 plan.resolve(cur.fetchall())
             if not plan.changed:
-                return plan, version  # nothing changed; the version still names this transcript
+                return version  # nothing changed; the version still names this transcript
             if plan.delete:
                 cur.execute(
                     "DELETE FROM agent_messages WHERE session = %s AND position >= %s",
@@ -206,10 +205,10 @@ class MySQLStore:
                     [(key, position, digest, body) for position, digest, body in plan.rows],
                 )
             cur.execute("UPDATE agent_sessions SET version = version + 1 WHERE session = %s", (key,))
-            return plan, version + 1
+            return version + 1
 
         try:
-            plan, version = self._transaction("save to", session, write)
+            version = self._transaction("save to", session, write)
         except BaseException:
             self._remembered.forget(key)
             raise

@@ -46,7 +46,6 @@ from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
     StoreError,
-    check_messages,
     check_session_id,
     check_steer_text,
 )
@@ -144,13 +143,13 @@ class PostgresStore:
     async def save(self, session: str, messages: Sequence[Message]) -> None:
         """Make the session's transcript exactly ``messages``, in one transaction."""
         session = check_session_id(session)
-        new = check_messages(messages)
         key = session.encode("utf-8")
+        plan = self._remembered.prepare(key, messages)
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 # Locks the session row until commit: concurrent saves queue here.
                 version = await conn.fetchval(_BUMP_VERSION, key)
-                plan = self._remembered.plan(key, new, version - 1)
+                plan.start(version - 1)
                 while plan.fetch_from is not None:
                     plan.resolve(await conn.fetch(_READ_DIGESTS, key, plan.fetch_from))
                 if plan.delete:

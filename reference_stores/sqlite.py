@@ -52,7 +52,6 @@ from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
     StoreError,
-    check_messages,
     check_session_id,
     check_steer_text,
 )
@@ -253,8 +252,8 @@ class SQLiteStore:
             closed.
         """
         session = check_session_id(session)
-        new = check_messages(messages)
         key = session.encode("utf-8")
+        plan = self._remembered.prepare(key, messages)
         with self._operation(f"save to session {session!r}") as conn:
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -266,7 +265,7 @@ class SQLiteStore:
                     (key,),
                 ).fetchone()
                 stored_version: int | None = row[1] - 1 if row is not None else None
-                plan = self._remembered.plan(key, new, stored_version)
+                plan.start(stored_version)
                 while plan.fetch_from is not None:
                     assert row is not None  # the plan reads rows only of a stored session
                     plan.resolve(

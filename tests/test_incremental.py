@@ -45,6 +45,17 @@ def known(version: int, messages: list[Message]) -> Known:
     return Known(version, tuple(messages), b"".join(d for _, d in stored_rows(messages)))
 
 
+def planned(new: list[Message], memory: Known | None, stored_version: int | None) -> SavePlan:
+    """A plan as a store makes one: prepared from what the handle remembers, then
+    started with the version read under the session's lock."""
+    remembered = Remembered()
+    if memory is not None:
+        remembered.learn(b"s", memory)
+    plan = remembered.prepare(b"s", new)
+    plan.start(stored_version)
+    return plan
+
+
 class Counted:
     """Counts calls to the core's encoder and hash while a test runs."""
 
@@ -91,7 +102,7 @@ def test_matching_version_reads_nothing_and_writes_the_tail(counted: Counted) ->
     old = conversation(100)
     memory = known(7, old)
     counted.reset()
-    plan = SavePlan(tuple([*old, turn(100)]), memory, 7)
+    plan = planned([*old, turn(100)], memory, 7)
     assert plan.fetch_from is None
     assert (plan.keep, plan.delete, [p for p, _, _ in plan.rows]) == (100, False, [100])
     assert (counted.encoded, counted.hashed) == (1, 1)
@@ -100,7 +111,7 @@ def test_matching_version_reads_nothing_and_writes_the_tail(counted: Counted) ->
 
 def test_nothing_changed_is_no_change() -> None:
     old = conversation(10)
-    plan = SavePlan(tuple(old), known(3, old), 3)
+    plan = planned(old, known(3, old), 3)
     assert not plan.changed and plan.rows == [] and not plan.delete
 
 
@@ -111,7 +122,7 @@ def test_stale_memory_asks_for_the_row_before_the_prefix_only(counted: Counted) 
     new = conversation(103)
     memory, stored = known(7, mine), stored_rows(theirs)[99:]
     counted.reset()
-    plan = SavePlan(tuple(new), memory, 9)
+    plan = planned(new, memory, 9)
     assert plan.fetch_from == 99
     plan.resolve(stored)
     assert plan.fetch_from is None
@@ -126,7 +137,7 @@ def test_a_rewritten_prefix_falls_back_to_every_digest(counted: Counted) -> None
     new = [*mine, turn(50)]
     memory, stored = known(1, mine), stored_rows(theirs)
     counted.reset()
-    plan = SavePlan(tuple(new), memory, 2)
+    plan = planned(new, memory, 2)
     assert plan.fetch_from == 49
     plan.resolve(stored[49:])  # nothing there: the anchor is missing
     assert plan.fetch_from == 0
@@ -140,7 +151,7 @@ def test_a_rewritten_prefix_falls_back_to_every_digest(counted: Counted) -> None
 def test_a_gap_in_positions_ends_the_prefix() -> None:
     rows = stored_rows(conversation(6))
     del rows[3]
-    plan = SavePlan(tuple(conversation(6)), None, 1)
+    plan = planned(conversation(6), None, 1)
     plan.resolve(rows)
     assert (plan.keep, plan.delete) == (3, True)
     assert [p for p, _, _ in plan.rows] == [3, 4, 5]
@@ -149,7 +160,7 @@ def test_a_gap_in_positions_ends_the_prefix() -> None:
 def test_nothing_remembered_encodes_everything_once(counted: Counted) -> None:
     stored = stored_rows(conversation(19))
     counted.reset()
-    plan = SavePlan(tuple(conversation(20)), None, 4)
+    plan = planned(conversation(20), None, 4)
     assert plan.fetch_from == 0
     plan.resolve(stored)
     assert (plan.keep, [p for p, _, _ in plan.rows]) == (19, [19])
@@ -157,10 +168,10 @@ def test_nothing_remembered_encodes_everything_once(counted: Counted) -> None:
 
 
 def test_a_complete_plan_refuses_more_rows_and_an_incomplete_one_a_version() -> None:
-    plan = SavePlan((), None, None)
+    plan = planned([], None, None)
     with pytest.raises(RuntimeError, match="complete"):
         plan.resolve([])
-    pending = SavePlan(tuple(conversation(2)), None, 1)
+    pending = planned(conversation(2), None, 1)
     with pytest.raises(RuntimeError, match="not complete"):
         pending.known(2)
 
@@ -190,6 +201,16 @@ def test_memory_is_bounded_least_recently_used_first() -> None:
     off = Remembered(0)
     off.learn(b"a", known(1, []))
     assert off.get(b"a") is None
+
+
+def test_only_messages_past_the_remembered_prefix_are_type_checked() -> None:
+    """A bad item is refused before any database work, wherever it is, with its index."""
+    memory = Remembered()
+    memory.learn(b"s", known(1, conversation(5)))
+    for bad in ([*conversation(5), "x"], [*conversation(2), "x", *conversation(5)[3:]], "text"):
+        with pytest.raises(TypeError, match=r"messages\[(5|2)\]|not str"):
+            memory.prepare(b"s", bad)
+    assert memory.prepare(b"s", (*conversation(5), turn(5))).new[-1] == turn(5)
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
