@@ -33,7 +33,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -192,12 +191,6 @@ CONTENDERS = (Ours, PeerSQLiteSession, PeerSQLAlchemySession)
 LEVELS = {"NORMAL": 1, "FULL": 2}
 
 
-async def timed(call: Callable[[], Awaitable[Any]]) -> float:
-    start = time.perf_counter()
-    await call()
-    return (time.perf_counter() - start) * 1000
-
-
 async def run_level(base: Path, synchronous: str, repeats: int) -> dict[str, Any]:
     n = TURNS + repeats + 2
     stores = [make(base / f"{make.__name__}-{synchronous}.sqlite", synchronous, n) for make in CONTENDERS]
@@ -214,23 +207,29 @@ async def run_level(base: Path, synchronous: str, repeats: int) -> dict[str, Any
         # Ours' reader reads the floor's bodies straight from the file, once.
         with sqlite3.connect(stores[0].path) as conn:
             bodies = [b for (b,) in conn.execute(
-                "SELECT body FROM storetest_messages WHERE session = ? ORDER BY position", (b"one-2000",)
+                "SELECT body FROM storetest_messages m JOIN storetest_sessions s ON s.id = m.session_id "
+                "WHERE s.session = ? ORDER BY position",
+                (b"one-2000",),
             )]
+        measures: list[tuple[str, str, int, str]] = [
+            ("save@20 one", "one-20", SMALL, "a"),
+            ("save@2000 one", "one-2000", TURNS, "a"),
+            ("save@20 two", "two-20", SMALL, "ab"),
+            ("save@2000 two", "two-2000", TURNS, "ab"),
+            ("read 2000", "one-2000", TURNS, ""),
+        ]
         for r in range(repeats):
+            # Measure by measure, the contenders taking turns in a rotating order.
             order = stores[r % len(stores):] + stores[: r % len(stores)]
-            for store in order:
-                got = results[store.name]
-                for label, session, size in (("20", "one-20", SMALL), ("2000", "one-2000", TURNS)):
-                    turn = size + r
-                    got.setdefault(f"save@{label} one", []).append(
-                        await timed(lambda s=store, x=session, t=turn: s.turn(x, t, "a"))  # type: ignore[misc]
-                    )
-                for label, session, size in (("20", "two-20", SMALL), ("2000", "two-2000", TURNS)):
-                    turn, which = size + r, "ab"[r % 2]
-                    got.setdefault(f"save@{label} two", []).append(
-                        await timed(lambda s=store, x=session, t=turn, w=which: s.turn(x, t, w))  # type: ignore[misc]
-                    )
-                got.setdefault("read 2000", []).append(await timed(lambda s=store: s.read("one-2000")))  # type: ignore[misc]
+            for label, session, size, handles in measures:
+                for store in order:
+                    if handles:
+                        call = store.turn(session, size + r, handles[r % len(handles)])
+                    else:
+                        call = store.read(session)
+                    start = time.perf_counter()
+                    await call
+                    results[store.name].setdefault(label, []).append((time.perf_counter() - start) * 1000)
             start = time.perf_counter()
             for body in bodies[:TURNS]:
                 json.loads(body)
