@@ -60,6 +60,14 @@ class Ours:
         self.synchronous = synchronous
         self.conv = [Message.text(role, text) for role, text in texts(n)]
         self.handles: dict[str, SQLiteStore] = {}
+        self.transcripts: dict[str, list[Message]] = {}
+
+    def _transcript(self, session: str, n: int) -> list[Message]:
+        """The session's transcript of n messages, one list growing as an agent's does."""
+        transcript = self.transcripts.setdefault(session, [])
+        del transcript[n:]
+        transcript.extend(self.conv[len(transcript) : n])
+        return transcript
 
     def _handle(self, which: str) -> SQLiteStore:
         if which not in self.handles:
@@ -70,13 +78,13 @@ class Ours:
         return self.handles[which]
 
     async def setup(self, session: str, n: int, *, handles: tuple[str, ...]) -> None:
-        await asyncio.to_thread(self._handle(handles[0]).save, session, self.conv[:n])
+        await asyncio.to_thread(self._handle(handles[0]).save, session, self._transcript(session, n))
         for other in handles[1:]:  # a replica joins by reading the session first
             await asyncio.to_thread(self._handle(other).messages, session)
 
     async def turn(self, session: str, n: int, which: str) -> None:
         """The agent's save before request n: the whole transcript of n messages."""
-        await asyncio.to_thread(self._handle(which).save, session, self.conv[:n])
+        await asyncio.to_thread(self._handle(which).save, session, self._transcript(session, n))
 
     async def read(self, session: str) -> int:
         return len(await asyncio.to_thread(self._handle("reader").messages, session))
