@@ -25,10 +25,10 @@ Durability is the ``synchronous`` option. The database runs in WAL mode (readers
 wait for the writer and see one snapshot per transaction) and, by default,
 ``synchronous=FULL``: every commit is fsynced before the call returns, so a power cut
 loses nothing that was acknowledged. ``synchronous="NORMAL"`` fsyncs only at
-checkpoints, which makes a commit many times cheaper (``benchmarks/peers.py`` measures
-both); it never corrupts the file, but a power cut or OS crash (not a process crash)
-can undo the commits since the last checkpoint, up to about 1,000 pages of WAL: the
-last saves and acknowledged steers.
+checkpoints, which makes a commit cheaper (``benchmarks/peers.py`` measures both). As
+SQLite documents, it never corrupts the file, but a power cut or OS crash (not a
+process crash) can undo the commits since the last checkpoint (by default the WAL is
+checkpointed every 1,000 pages): the last saves, and steers already acknowledged.
 
 Saves are incremental, through :mod:`reference_stores._incremental`: a ``version``
 counter per session, a chain digest per message row, and a per-handle memory of recent
