@@ -12,9 +12,10 @@ run each call in one, so ours is called through ``asyncio.to_thread``):
 - save at turn 20 and 2,000, one handle, and two handles alternating on one session
   (each save is a replica's that did not write the last version). Ours saves the whole
   transcript; the peers' ``add_items`` appends the one new message, their cheapest write;
-- read of 2,000 messages: ours by a handle that remembers nothing, the peers'
-  ``get_items()``; and ``json.loads`` of our 2,000 stored bodies alone, no SQL, as the
-  floor for any reader that parses JSON;
+- read of 2,000 messages: ours by a handle of its own (a read always reads the rows,
+  and the handle learns their digests), the peers' ``get_items()``; and ``json.loads``
+  of our 2,000 stored bodies alone, no SQL, as the floor for any reader that parses
+  JSON;
 - the total of growing a 2,000-turn conversation (a save after every turn), and the
   database file size it leaves (after a WAL checkpoint).
 
@@ -71,10 +72,9 @@ class Ours:
 
     def _handle(self, which: str) -> SQLiteStore:
         if which not in self.handles:
-            # The reader remembers nothing: a read is a real read, not served from memory.
-            self.handles[which] = SQLiteStore(
-                self.path, synchronous=self.synchronous, cache_sessions=0 if which == "reader" else 128
-            )  # type: ignore[arg-type]
+            # Every read reads the rows (none is served from memory); the reader is a
+            # handle like the others and learns what it read.
+            self.handles[which] = SQLiteStore(self.path, synchronous=self.synchronous)  # type: ignore[arg-type]
         return self.handles[which]
 
     async def setup(self, session: str, n: int, *, handles: tuple[str, ...]) -> None:

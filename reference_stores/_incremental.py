@@ -50,7 +50,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Final
@@ -315,7 +315,7 @@ class Remembered:
                 self._entries.popitem(last=False)
 
     def learn_read(
-        self, key: Hashable, version: int, messages: tuple[Message, ...], digests: Sequence[bytes]
+        self, key: Hashable, version: int, messages: tuple[Message, ...], digests: Iterable[bytes]
     ) -> None:
         """Remember what a read found: ``messages`` and their stored ``digests`` at
         ``version``, all from one snapshot."""
