@@ -34,9 +34,23 @@ A save finds the unchanged prefix in work proportional to the change, whether th
 or another wrote last, and never decodes a stored message to do so. So write these tables
 only through the store: a row changed behind its back without a version bump goes unseen.
 
-Server settings it relies on: ``max_allowed_packet`` above the largest encoded message
-(MySQL 8 defaults to 64 MiB, MariaDB to 16 MiB); and, for ``READ COMMITTED`` writes, a
-binary log that is off or ``ROW``/``MIXED`` (the defaults), not ``STATEMENT``.
+Lost connections and packet limits:
+
+- A statement may not exceed the server's ``max_allowed_packet`` (MySQL 8 defaults to
+  64 MiB, MariaDB to 16 MiB; beyond it the server drops the connection, and the client
+  sees "MySQL server has gone away"). The store reads the limit from the server and
+  cuts a save's inserts into statements that fit it, so many small messages always
+  save; a single message or steer too large for it is refused before it is sent, with
+  an error naming the limit and the setting.
+- A connection given to the store and lost (``KILL``, a server restart, a network
+  failure) is reconnected by the next operation; the one that saw it fail raises
+  :class:`~storetest.contract.StoreError`, having changed nothing.
+- A connection lost after COMMIT was sent raises
+  :class:`~storetest.contract.OutcomeUnknown` (a take's carries the steers it read).
+
+Server settings it relies on: ``max_allowed_packet`` above the largest encoded message;
+and, for ``READ COMMITTED`` writes, a binary log that is off or ``ROW``/``MIXED`` (the
+defaults), not ``STATEMENT``.
 """
 
 from __future__ import annotations
@@ -55,6 +69,7 @@ from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
 from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
+    OutcomeUnknown,
     StoreError,
     check_session_id,
     check_steer_text,
@@ -95,6 +110,13 @@ _ATTEMPTS: Final = 6
 _NO_SUCH_TABLE: Final = 1146
 _IN_TRANSACTION: Final = 1568  # "Transaction characteristics can't be changed ..."
 _DELETE_CHUNK: Final = 1000
+# Server errors that end the connection: the server is shutting down, the connection
+# was killed, a packet was too large. Client-side codes (2000-2999: "gone away",
+# "lost connection") mean the same.
+_CONNECTION_ENDED: Final = frozenset({1053, 1152, 1153, 1156, 1927})
+_PACKET_TOO_LARGE: Final = frozenset({1153, 1301})
+# Room in a statement for everything around a row's values (the INSERT, separators).
+_STATEMENT_OVERHEAD: Final = 1024
 
 # READ COMMITTED for every writing transaction: correctness comes from the per-session
 # row lock, not from snapshots, and READ COMMITTED takes no gap or next-key locks, so a
@@ -152,6 +174,9 @@ class MySQLStore:
             )
         self._remembered = Remembered(cache_sessions)
         self._connection_lock = threading.Lock()
+        # The server's max_allowed_packet, read when first needed and again after a
+        # connection ends (it may have been a packet error, or another server).
+        self._packet_limit: int | None = None
 
     def __repr__(self) -> str:
         mode = "factory" if self._factory is not None else "connection"
@@ -200,9 +225,11 @@ class MySQLStore:
                     (key, plan.keep),
                 )
             if plan.rows:
+                rows = [(key, position, digest, body) for position, digest, body in plan.rows]
+                self._check_fits(cur, rows)
                 cur.executemany(
                     "INSERT INTO agent_messages (session, position, digest, body) VALUES (%s, %s, %s, %s)",
-                    [(key, position, digest, body) for position, digest, body in plan.rows],
+                    rows,
                 )
             cur.execute("UPDATE agent_sessions SET version = version + 1 WHERE session = %s", (key,))
             return version + 1
@@ -212,7 +239,7 @@ class MySQLStore:
         except BaseException:
             self._remembered.forget(key)
             raise
-        # Only now is it true that the database holds `new` at `version`.
+        # Only now is it true that the database holds the new transcript at `version`.
         self._remembered.learn(key, plan.known(version))
 
     def messages(self, session: str) -> list[Message]:
@@ -265,6 +292,13 @@ class MySQLStore:
                 "ON DUPLICATE KEY UPDATE version = version",
                 (key,),
             )
+            limit = self._max_packet(cur) - _STATEMENT_OVERHEAD
+            if 2 * len(data) > limit and _sql_size(cur, "%s", (data,)) > limit:
+                raise _TooLarge(
+                    f"the steer is {len(data):,} bytes, too large for a statement under the "
+                    f"server's max_allowed_packet ({limit + _STATEMENT_OVERHEAD:,} bytes); raise "
+                    "max_allowed_packet or queue a shorter steer"
+                )
             cur.execute("INSERT INTO agent_steers (session, text) VALUES (%s, %s)", (key, data))
 
         self._transaction("add_steer to", session, write)
@@ -299,7 +333,33 @@ class MySQLStore:
                 raise _Inconsistent(f"locked {len(ids)} steers but deleted {deleted}")
             return [bytes(row[1]).decode("utf-8") for row in rows]
 
-        return self._transaction("take_steers from", session, take)
+        return self._transaction("take_steers from", session, take, carries_steers=True)
+
+    # -- packet sizes -------------------------------------------------------------------
+
+    def _max_packet(self, cur: Any) -> int:
+        limit = self._packet_limit
+        if limit is None:
+            cur.execute("SELECT @@max_allowed_packet")
+            limit = self._packet_limit = int(cur.fetchone()[0])
+        return limit
+
+    def _check_fits(self, cur: Any, rows: list[tuple[bytes, int, bytes, str]]) -> None:
+        """Refuse, before sending anything, a message that no statement can carry; and
+        have ``executemany`` cut its multi-row INSERTs to fit ``max_allowed_packet``."""
+        limit = self._max_packet(cur) - _STATEMENT_OVERHEAD
+        # Never larger batches than pymysql's own default: only ever smaller, to fit.
+        cur.max_stmt_length = min(limit, pymysql.cursors.Cursor.max_stmt_length)
+        for row in rows:
+            # Escaping at most doubles a value; measure exactly only near the limit.
+            if 2 * (len(row[3]) * 4 + len(row[0])) + 128 > limit:
+                size = _sql_size(cur, "(%s, %s, %s, %s)", row)
+                if size > limit:
+                    raise _TooLarge(
+                        f"message {row[1]} is {size:,} bytes as SQL, too large for a statement "
+                        f"under the server's max_allowed_packet ({limit + _STATEMENT_OVERHEAD:,} "
+                        "bytes); raise max_allowed_packet or save smaller messages"
+                    )
 
     # -- transactions and connections -------------------------------------------------
 
@@ -307,7 +367,14 @@ class MySQLStore:
     def _cursor(self) -> Iterator[Any]:
         if self._factory is None:
             with self._connection_lock:
-                yield self._ready(self._connection)
+                conn = self._connection
+                # Lost by an earlier operation (which raised StoreError): reconnect, or
+                # every later call fails with "(0, '')". One the application closed
+                # itself (pymysql marks that) stays closed.
+                if not conn.open and not getattr(conn, "_closed", False):
+                    self._packet_limit = None
+                    conn.connect()
+                yield self._ready(conn)
             return
         conn = self._factory()
         try:
@@ -328,12 +395,20 @@ class MySQLStore:
         return conn.cursor(pymysql.cursors.Cursor)
 
     def _transaction(
-        self, operation: str, session: str, work: Callable[[Any], _T], *, writes: bool = True
+        self,
+        operation: str,
+        session: str,
+        work: Callable[[Any], _T],
+        *,
+        writes: bool = True,
+        carries_steers: bool = False,
     ) -> _T:
         """Run ``work(cursor)`` in one transaction, retrying deadlocks and lock timeouts.
 
         Any failure is rolled back and raised as :class:`StoreError` naming ``operation``
-        and ``session``; a rollback that fails too is logged, never raised instead.
+        and ``session``; a rollback that fails too is logged, never raised instead. A
+        connection lost after COMMIT was sent raises :class:`OutcomeUnknown` instead
+        (with ``work``'s result as its steers if ``carries_steers``).
         """
         what = f"{operation} session {session!r}"
         try:
@@ -343,22 +418,72 @@ class MySQLStore:
                     try:
                         _begin(cur, writes=writes)
                         result = work(cur)
-                        conn.commit()
-                        return result
                     except pymysql.err.MySQLError as exc:
                         _rollback(conn, what)
-                        code = exc.args[0] if exc.args else None
-                        if code in _RETRYABLE and attempt < _ATTEMPTS:
-                            # Back off with jitter so the same transactions do not collide again.
-                            time.sleep(random.uniform(0, 0.005 * 2**attempt))
+                        if _retryable(exc) and attempt < _ATTEMPTS:
+                            _back_off(attempt)
                             continue
                         raise
                     except BaseException:
                         _rollback(conn, what)
                         raise
+                    sent = conn.open  # a closed connection sends nothing: no COMMIT
+                    try:
+                        conn.commit()
+                    except (pymysql.err.MySQLError, OSError) as exc:
+                        if sent and _connection_ended(exc):
+                            if not writes:
+                                return result  # a read has its rows; there was nothing to commit
+                            raise _CommitLost(result) from exc
+                        _rollback(conn, what)
+                        if _retryable(exc) and attempt < _ATTEMPTS:
+                            _back_off(attempt)
+                            continue
+                        raise
+                    return result
                 raise AssertionError("unreachable: the last attempt returns or raises")
-        except (pymysql.err.MySQLError, OSError, CodecError, UnicodeError, _Inconsistent) as exc:
-            raise StoreError(f"{what} failed: {_describe(exc)}") from exc
+        except _CommitLost as lost:
+            cause = lost.__cause__ or lost
+            message = (
+                f"{what} may or may not have taken effect: the connection was lost after "
+                f"COMMIT was sent ({_describe(cause)})"
+            )
+            self._packet_limit = None
+            raise OutcomeUnknown(message, steers=lost.result if carries_steers else ()) from cause
+        except (pymysql.err.MySQLError, OSError, CodecError, UnicodeError, _Inconsistent, _TooLarge) as exc:
+            limit = self._packet_limit
+            if _connection_ended(exc):
+                self._packet_limit = None
+            raise StoreError(f"{what} failed: {_describe(exc, limit)}") from exc
+
+
+def _sql_size(cur: Any, template: str, args: tuple[Any, ...]) -> int:
+    # Bytes values are escaped into surrogates, which the driver sends as raw bytes.
+    return len(cur.mogrify(template, args).encode("utf-8", "surrogateescape"))
+
+
+def _retryable(exc: BaseException) -> bool:
+    return bool(exc.args) and exc.args[0] in _RETRYABLE
+
+
+def _back_off(attempt: int) -> None:
+    # Jitter, so the same transactions do not collide again.
+    time.sleep(random.uniform(0, 0.005 * 2**attempt))
+
+
+def _connection_ended(exc: BaseException) -> bool:
+    if not isinstance(exc, pymysql.err.MySQLError):
+        return isinstance(exc, OSError)
+    code = exc.args[0] if exc.args else None
+    return not isinstance(code, int) or code == 0 or 2000 <= code < 3000 or code in _CONNECTION_ENDED
+
+
+class _CommitLost(Exception):
+    """COMMIT was sent and the connection ended before its answer came back."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__("the connection was lost after COMMIT was sent")
+        self.result = result
 
 
 def _begin(cur: Any, *, writes: bool) -> None:
@@ -383,18 +508,29 @@ class _Inconsistent(Exception):
     """The database did something the store's locking rules out."""
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, pymysql.err.MySQLError) and exc.args and exc.args[0] == _NO_SUCH_TABLE:
+class _TooLarge(Exception):
+    """A value no statement under the server's max_allowed_packet can carry."""
+
+
+def _describe(exc: BaseException, packet_limit: int | None = None) -> str:
+    code = exc.args[0] if isinstance(exc, pymysql.err.MySQLError) and exc.args else None
+    if code == _NO_SUCH_TABLE:
         return f"{exc} (apply reference_stores.mysql.SCHEMA first)"
+    if code in _PACKET_TOO_LARGE:
+        known = f" ({packet_limit:,} bytes)" if packet_limit else ""
+        return f"{exc} (a statement exceeded the server's max_allowed_packet{known})"
     if isinstance(exc, CodecError):
         return f"a stored message is not ours: {exc}"
     return str(exc) or type(exc).__name__
 
 
 def _rollback(conn: Any, what: str) -> None:
+    if not conn.open:
+        return  # the connection is gone, and the server rolls back on disconnect
     try:
         conn.rollback()
-    except Exception:
-        # The connection is probably gone, and the server rolls back on disconnect; the
-        # error that brought us here is the one the caller needs.
-        _log.warning("rollback after a failed %s failed", what, exc_info=True)
+    except Exception as exc:
+        # The error that brought us here is the one the caller needs. A connection
+        # that ended is expected after a lost one: only worth a debug line.
+        level = logging.DEBUG if _connection_ended(exc) else logging.WARNING
+        _log.log(level, "rollback after a failed %s failed", what, exc_info=True)

@@ -2,7 +2,7 @@
 
 The application runs :data:`SCHEMA` (it is idempotent: run it twice, nothing changes);
 the store runs no DDL and needs only SELECT, INSERT, UPDATE and DELETE on its tables
-(plus USAGE on the steer id sequence).
+(the steer ids come from an identity column, which needs no grant on its sequence).
 
 How it keeps each PostgreSQL fact that breaks naive stores:
 
@@ -27,6 +27,14 @@ How it keeps each PostgreSQL fact that breaks naive stores:
   of) the session row, so concurrent saves queue up and each leaves a whole transcript;
   a read is one statement, hence one snapshot, so it sees a whole transcript too.
 
+Lost connections: every operation is one transaction, begun, committed and rolled
+back by the store itself, so the error that reaches the caller is the one that broke
+the transaction ("terminating connection due to administrator command"), never the
+failure of a rollback or of the release to the pool that followed it (those are
+logged). A connection lost after COMMIT was sent raises
+:class:`~storetest.contract.OutcomeUnknown` (a take's carries the steers it read); a
+COMMIT that returned is a success even if giving the connection back then fails.
+
 Saves write only what changed, through :mod:`reference_stores._incremental`: the
 session row's ``version`` is raised by every save under the row lock, each message row
 carries a chain digest, and each handle remembers recent sessions, so that a save finds
@@ -36,7 +44,9 @@ wrote last, and never decodes a stored message to do so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, NoReturn
 
 import asyncpg
@@ -45,12 +55,15 @@ from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
 from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
+    OutcomeUnknown,
     StoreError,
     check_session_id,
     check_steer_text,
 )
 
 __all__ = ["SCHEMA", "PostgresStore"]
+
+_log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS storetest_sessions (
@@ -112,7 +125,19 @@ SELECT text FROM d ORDER BY id
 """
 
 # asyncpg and the OS raise these when the pool, the connection or the server fails.
-_BACKEND_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+# InternalClientError is what asyncpg raises when a connection dies mid-protocol
+# ("cannot switch to state 15; another operation (2) is in progress").
+_BACKEND_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+
+
+class _CommitLost(Exception):
+    """COMMIT was sent and the connection was lost before its answer came back."""
 
 
 class PostgresStore:
@@ -130,7 +155,9 @@ class PostgresStore:
 
     Every method raises ``TypeError``/``ValueError`` for bad arguments before touching
     the database, and :class:`~storetest.contract.StoreError` (from the driver's error)
-    when the database fails; a failed save or take has changed nothing.
+    when the database fails, which has then changed nothing; or its subclass
+    :class:`~storetest.contract.OutcomeUnknown` when the connection was lost after
+    COMMIT was sent.
     """
 
     def __init__(self, pool: Any, *, cache_sessions: int = DEFAULT_CACHE_SESSIONS) -> None:
@@ -146,7 +173,7 @@ class PostgresStore:
         key = session.encode("utf-8")
         plan = self._remembered.prepare(key, messages)
         try:
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._connection("save to", session) as conn, _transaction(conn):
                 # Locks the session row until commit: concurrent saves queue here.
                 version = await conn.fetchval(_BUMP_VERSION, key)
                 plan.start(version - 1)
@@ -160,6 +187,8 @@ class PostgresStore:
         except BaseException as exc:
             # The transaction rolled back, or may have: what we remember may be stale.
             self._remembered.forget(key)
+            if isinstance(exc, _CommitLost):
+                _outcome_unknown("save to", session, exc)
             if isinstance(exc, _BACKEND_ERRORS):
                 _fail("save to", session, exc)
             raise
@@ -170,7 +199,7 @@ class PostgresStore:
         session = check_session_id(session)
         key = session.encode("utf-8")
         try:
-            async with self._pool.acquire() as conn:
+            async with self._connection("read of", session) as conn:
                 rows = await conn.fetch(_READ_TRANSCRIPT, key)
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc)
@@ -192,11 +221,13 @@ class PostgresStore:
         data = check_steer_text(text).encode("utf-8")
         key = session.encode("utf-8")
         try:
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._connection("add_steer to", session) as conn, _transaction(conn):
                 await conn.execute(_ENSURE_SESSION, key)
                 # Held until commit, so a take waits for this insert to land.
                 await conn.execute(_SHARE_SESSION, key)
                 await conn.execute(_INSERT_STEER, key, data)
+        except _CommitLost as exc:
+            _outcome_unknown("add_steer to", session, exc)
         except _BACKEND_ERRORS as exc:
             _fail("add_steer to", session, exc)
 
@@ -204,29 +235,112 @@ class PostgresStore:
         """Remove and return every queued steer, oldest first; ``[]`` when none."""
         session = check_session_id(session)
         key = session.encode("utf-8")
+        rows: list[Any] = []
         try:
-            async with self._pool.acquire() as conn:
+            async with self._connection("take_steers from", session) as conn:
                 # Most takes find nothing; seeing an empty queue in one snapshot is
                 # already a correct answer, with no lock and no transaction.
                 if not await conn.fetchval(_ANY_STEER, key):
                     return []
-                async with conn.transaction():
+                async with _transaction(conn):
                     if await conn.fetchval(_LOCK_SESSION, key) is None:
                         return []
                     rows = await conn.fetch(_TAKE_STEERS, key)
+        except _CommitLost as exc:
+            _outcome_unknown("take_steers from", session, exc, steers=_steers(rows))
         except _BACKEND_ERRORS as exc:
             _fail("take_steers from", session, exc)
-        return [bytes(r["text"]).decode("utf-8") for r in rows]
+        return _steers(rows)
+
+    @asynccontextmanager
+    async def _connection(self, operation: str, session: str) -> AsyncIterator[Any]:
+        """A connection from the pool, given back afterwards. A release that fails is
+        logged, never raised: after a commit the work is done, and after a failure
+        the caller needs the error that caused it."""
+        acquired = self._pool.acquire()
+        conn = await acquired.__aenter__()
+        failed = True
+        try:
+            yield conn
+            failed = False
+        finally:
+            try:
+                await acquired.__aexit__(None, None, None)
+            except Exception:
+                # After a failure the connection is usually dead and the pool's reset
+                # fails too: expected, so only worth a debug line.
+                _log.log(
+                    logging.DEBUG if failed else logging.WARNING,
+                    "giving back the connection after %s session %r failed",
+                    operation,
+                    session,
+                    exc_info=True,
+                )
+
+
+@asynccontextmanager
+async def _transaction(conn: Any) -> AsyncIterator[None]:
+    """One transaction: rolled back if the block raises (a failing rollback is logged,
+    the block's error is what propagates), committed if it does not. Raises
+    :class:`_CommitLost` when the connection is lost once COMMIT was sent."""
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
+        yield
+    except BaseException:
+        try:
+            await transaction.rollback()
+        except Exception:
+            # The connection is gone, and the server rolls back on disconnect.
+            _log.debug("rollback failed", exc_info=True)
+        raise
+    # A connection already closed never sent COMMIT: the server rolled back.
+    sent = not _is_closed(conn)
+    try:
+        await transaction.commit()
+    except Exception as exc:
+        # The server answering with an error on a live connection is a refusal (the
+        # transaction rolled back); anything else leaves the outcome unknown.
+        if sent and (_is_closed(conn) or not isinstance(exc, asyncpg.PostgresError)):
+            raise _CommitLost(str(exc)) from exc
+        raise
+
+
+def _is_closed(conn: Any) -> bool:
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:
+        # A pool's connection proxy, already handed back because the connection died.
+        return True
+
+
+def _steers(rows: list[Any]) -> list[str]:
+    return [bytes(r["text"]).decode("utf-8") for r in rows]
 
 
 def _fail(operation: str, session: str, exc: BaseException) -> NoReturn:
     raise StoreError(f"{operation} session {session!r} failed: {_describe(exc)}") from exc
 
 
+def _outcome_unknown(
+    operation: str, session: str, lost: _CommitLost, *, steers: list[str] | None = None
+) -> NoReturn:
+    cause = lost.__cause__ if lost.__cause__ is not None else lost
+    raise OutcomeUnknown(
+        f"{operation} session {session!r} may or may not have taken effect: the connection "
+        f"to PostgreSQL was lost after COMMIT was sent ({_describe(cause)})",
+        steers=steers or (),
+    ) from cause
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, asyncpg.InterfaceError) and "pool is closed" in text:
         return "the pool is closed"
-    if isinstance(exc, (asyncpg.ConnectionDoesNotExistError, ConnectionError)):
+    if isinstance(exc, (asyncpg.ConnectionDoesNotExistError, ConnectionError)) or (
+        isinstance(exc, asyncpg.InterfaceError) and "connection is closed" in text
+    ):
         return f"the connection to PostgreSQL was lost ({text or type(exc).__name__})"
+    if isinstance(exc, asyncpg.exceptions.InternalClientError):
+        return f"the connection to PostgreSQL broke mid-protocol ({text})"
     return text or type(exc).__name__

@@ -4,25 +4,19 @@ the clause meant for it, with the diagnosis the suite actually gave.
     python scripts/broken_stores_table.py            # writes docs/broken-stores.md
     python scripts/broken_stores_table.py --seed 7   # the seed for every run
 
-It runs under pytest (this file is also its own test module), so the throwaway
-PostgreSQL and MariaDB servers come from the storetest fixtures, as in the test suite.
-Text between the ``<!-- storetest check -->`` markers of an existing file is kept.
+Each store runs through ``storetest.check()``; the throwaway PostgreSQL and MariaDB
+databases come from ``storetest.databases``, one of each for the whole run. Text
+between the ``<!-- storetest check -->`` markers of an existing file is kept.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "broken-stores.md"
-_RESULTS_ENV = "STORETEST_BROKEN_TABLE_RESULTS"
-_SEED_ENV = "STORETEST_BROKEN_TABLE_SEED"
 _KEEP_START = "<!-- storetest check -->"
 _KEEP_END = "<!-- /storetest check -->"
 
@@ -34,33 +28,34 @@ table by hand. Each row is a store in `tests/broken_stores/` that carries one re
 bug, run against the clause meant to catch it; the last column is the diagnosis the
 suite printed for it in this run. `tests/test_broken_stores.py` asserts each of these
 (clause and diagnosis) on every test run; the concurrency bugs (marked *racy*) must be
-caught on every seed (`STORETEST_KILL_RUNS=20 pytest tests/test_broken_stores.py -k racy`).
+caught on every one of 20 seeds (`pytest tests/test_broken_stores.py -k racy`).
 
 {count} broken stores: {summary}.
 """
 
 
-def test_collect(request: object) -> None:
-    """Run every broken store against its clause and write what happened as JSON."""
+def collect(seed: int) -> list[dict[str, object]]:
+    """Run every broken store against its clause; a row per store."""
     sys.path.insert(0, str(ROOT))
-    from tests.broken_stores import diagnoses, registry, run_clause
+    from tests.broken_stores import diagnoses, fixtures_outside_pytest, registry, run_clause
 
-    seed = int(os.environ[_SEED_ENV])
-    rows = []
-    for broken in registry():
-        failure = run_clause(broken, request.getfixturevalue, seed)  # type: ignore[attr-defined]
-        if failure is None:
-            caught, clause, shown = False, "", "(not caught)"
-        else:
-            matching = [d for d in diagnoses(failure) if broken.diagnosis in d]
-            caught = failure.clause == broken.clause and bool(matching)
-            clause, shown = failure.clause, (matching or [failure.diagnosis])[0]
-        rows.append({
-            "name": broken.name, "backend": broken.backend, "bug": broken.bug,
-            "wild": broken.wild, "clause": clause, "intended": broken.clause,
-            "diagnosis": shown, "caught": caught, "racy": broken.racy,
-        })
-    Path(os.environ[_RESULTS_ENV]).write_text(json.dumps(rows), encoding="utf-8")
+    rows: list[dict[str, object]] = []
+    with fixtures_outside_pytest() as fixture:
+        for broken in registry():
+            failure = run_clause(broken, fixture, seed)
+            if failure is None:
+                caught, clause, shown = False, "", "(not caught)"
+            else:
+                matching = [d for d in diagnoses(failure) if broken.diagnosis in d]
+                caught = failure.clause == broken.clause and bool(matching)
+                clause, shown = failure.clause, (matching or [failure.diagnosis])[0]
+            rows.append({
+                "name": broken.name, "backend": broken.backend, "bug": broken.bug,
+                "wild": broken.wild, "clause": clause, "intended": broken.clause,
+                "diagnosis": shown, "caught": caught, "racy": broken.racy,
+            })
+            sys.stdout.write(f"{'caught' if caught else 'MISSED'} {broken.name}\n")
+    return rows
 
 
 def _cell(text: str) -> str:
@@ -92,18 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7, help="seed for every run (default 7)")
     parser.add_argument("--output", type=Path, default=OUTPUT)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        results = Path(tmp) / "results.json"
-        env = {**os.environ, _RESULTS_ENV: str(results), _SEED_ENV: str(args.seed)}
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", str(Path(__file__).resolve()), "-q",
-             "-p", "no:cacheprovider", "--rootdir", str(ROOT), "-c", os.devnull],
-            cwd=ROOT, env=env, capture_output=True, text=True,
-        )
-        if not results.exists():
-            sys.stderr.write(done.stdout + done.stderr)
-            return 1
-        rows = json.loads(results.read_text(encoding="utf-8"))
+    rows = collect(args.seed)
     kept = ""
     if args.output.exists():
         old = args.output.read_text(encoding="utf-8")

@@ -7,22 +7,33 @@ A store author's whole test file::
 
     run_conformance(lambda: MyStore())
 
+Or, without pytest, ``storetest.check(lambda: MyStore())`` returns a :class:`Report`
+with every clause's verdict and every violation.
+
 The contract (messages, the ``Store`` protocol, sessions, argument checks) and the
-codec import nothing beyond the standard library; ``run_conformance`` pulls in pytest
-and Hypothesis only when it is first used.
+codec import nothing beyond the standard library; ``run_conformance`` and ``check``
+pull in Hypothesis (and pytest) only when first used.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from storetest.codec import CodecError, decode_message, decode_messages, encode_message, encode_messages
+from storetest.codec import (
+    CodecError,
+    decode_message,
+    decode_messages,
+    decode_trusted,
+    encode_message,
+    encode_messages,
+)
 from storetest.contract import (
     MAX_SESSION_ID_BYTES,
     ROLES,
     Attachment,
     Content,
     Message,
+    OutcomeUnknown,
     Role,
     Session,
     Store,
@@ -38,17 +49,21 @@ from storetest.contract import (
 )
 
 if TYPE_CHECKING:
-    from storetest.clauses import ConformanceFailure
+    from storetest.failures import ConformanceFailure, Violation
     from storetest.plugin import run_conformance
+    from storetest.runner import ClauseResult, Report, check
 
 __all__ = [
     "MAX_SESSION_ID_BYTES",
     "ROLES",
     "Attachment",
+    "ClauseResult",
     "CodecError",
     "ConformanceFailure",
     "Content",
     "Message",
+    "OutcomeUnknown",
+    "Report",
     "Role",
     "Session",
     "Store",
@@ -57,11 +72,14 @@ __all__ = [
     "Text",
     "ToolCall",
     "ToolResult",
+    "Violation",
+    "check",
     "check_messages",
     "check_session_id",
     "check_steer_text",
     "decode_message",
     "decode_messages",
+    "decode_trusted",
     "encode_message",
     "encode_messages",
     "open_session",
@@ -69,14 +87,20 @@ __all__ = [
 ]
 
 
+_LAZY = {
+    "run_conformance": "storetest.plugin",
+    "check": "storetest.runner",
+    "Report": "storetest.runner",
+    "ClauseResult": "storetest.runner",
+    "ConformanceFailure": "storetest.failures",
+    "Violation": "storetest.failures",
+}
+
+
 def __getattr__(name: str) -> Any:
-    # Deferred so that a store depending on the contract does not import pytest.
-    if name == "run_conformance":
-        from storetest.plugin import run_conformance
+    # Deferred so that a store depending on the contract does not import pytest or Hypothesis.
+    if name in _LAZY:
+        import importlib
 
-        return run_conformance
-    if name == "ConformanceFailure":
-        from storetest.clauses import ConformanceFailure
-
-        return ConformanceFailure
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'storetest' has no attribute {name!r}")

@@ -1,8 +1,10 @@
 """What a clause runs against: the store under test (and its replica) behind one async
-interface, the event loop they live on, fresh session ids, and Hypothesis settings.
+interface, the event loop they live on, the profile and seed, and session ids that a
+replay reproduces.
 
 Async stores are driven by tasks on one event loop (an asyncpg pool must stay on the
-loop that made it); sync stores by threads. That difference lives here and nowhere else.
+loop that made it); plain stores by threads. That difference lives here and in
+:mod:`storetest.races`, nowhere else.
 """
 
 from __future__ import annotations
@@ -10,97 +12,194 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+import os
+import random
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, Final, TypeVar
 
-from hypothesis import settings as Settings
-
+from storetest import races
 from storetest.contract import Message
+from storetest.profiles import Profile
 
 T = TypeVar("T")
 
-_METHODS = ("save", "messages", "add_steer", "take_steers")
+#: What a store's methods say it claims. A capability is claimed when every one of its
+#: methods is there; a store may keep only transcripts, or only steers.
+CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
+    "transcript": ("save", "messages"),
+    "steers": ("add_steer", "take_steers"),
+}
 
-#: Threads a sync store is driven from at once; enough for the concurrency clauses.
-MAX_THREADS = 32
+#: Threads a plain store is driven from at once; enough for every race.
+MAX_THREADS: Final = 32
 
 
 class StoreShapeError(TypeError):
-    """The factory gave something that is not a store (a misconfigured run_conformance)."""
+    """The factory gave something that is not a store (a misconfigured run)."""
+
+
+class FactoryError(Exception):
+    """A factory (``label`` is ``factory`` or ``replica``) raised while making a store
+    or tearing it down; the original error is the ``__cause__``."""
+
+    def __init__(self, label: str, stage: str, error: BaseException) -> None:
+        self.label = label
+        self.stage = stage
+        self.error = error
+        super().__init__(f"the {label} raised {type(error).__name__} while {stage}: {error}")
+
+
+def code_roots(thing: object) -> list[str]:
+    """Directories (or, for a top-level module, the file) holding ``thing``'s code: the
+    store's own code, as opposed to its driver's, asyncio's or storetest's."""
+    name = getattr(thing, "__module__", None) or type(thing).__module__
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return []
+    top = sys.modules.get(name.split(".")[0])
+    top_path = getattr(top, "__file__", None) or path
+    if Path(top_path).name != "__init__.py":
+        return [path]
+    if Path(top_path).parent.name == "storetest":  # a store inside storetest itself: its file only
+        return [path]
+    return [str(Path(top_path).parent) + os.sep]
+
+
+def capabilities_of(store: object) -> tuple[frozenset[str], dict[str, list[str]]]:
+    """The capabilities ``store`` claims, and for each capability it has only some of
+    the methods of, the methods it has (a store that forgot ``take_steers``)."""
+    present = {m for ms in CAPABILITIES.values() for m in ms if callable(getattr(store, m, None))}
+    claimed = frozenset(c for c, ms in CAPABILITIES.items() if all(m in present for m in ms))
+    partial = {
+        c: sorted(set(ms) & present)
+        for c, ms in CAPABILITIES.items()
+        if c not in claimed and set(ms) & present
+    }
+    return claimed, partial
 
 
 class Handle:
-    """One store handle seen through the async contract, whatever its methods are."""
+    """One store handle seen through the async contract, whatever its methods are.
 
-    def __init__(self, store: object, label: str) -> None:
-        missing = [m for m in _METHODS if not callable(getattr(store, m, None))]
-        if missing:
+    Every exception a store method raises is also appended to ``errors`` (shared by
+    the handles of one clause), so a failure can name the store's *first* error when
+    later calls only fail because of it (a poisoned connection).
+    """
+
+    def __init__(self, store: object, label: str, errors: list[tuple[str, BaseException]]) -> None:
+        claimed, partial = capabilities_of(store)
+        if not claimed:
+            every = ", ".join(m for ms in CAPABILITIES.values() for m in ms)
             raise StoreShapeError(
-                f"the {label} factory returned {store!r}, which has no {', '.join(missing)} "
-                f"method; a store needs save, messages, add_steer and take_steers "
-                f"(see storetest.Store). Did the factory forget to return the store?"
+                f"the {label} returned {store!r}, which has none of the methods of a store "
+                f"({every}; see storetest.Store). Did the factory forget to return the store?"
             )
-        kinds = {m: inspect.iscoroutinefunction(getattr(store, m)) for m in _METHODS}
+        methods = [m for c in sorted(claimed) for m in CAPABILITIES[c]]
+        kinds = {m: inspect.iscoroutinefunction(getattr(store, m)) for m in methods}
         if len(set(kinds.values())) != 1:
             async_ones = sorted(m for m, is_async in kinds.items() if is_async)
             raise StoreShapeError(
-                f"the {label} store mixes async and plain methods (async: {', '.join(async_ones)}); "
-                "make all four async, or all four plain"
+                f"the store from the {label} mixes async and plain methods (async: "
+                f"{', '.join(async_ones)}); make them all async, or all plain"
             )
         self.raw = store
-        self.is_async = next(iter(kinds.values()))
         self.label = label
+        self.capabilities = claimed
+        self.partial = partial
+        self.is_async = next(iter(kinds.values()))
+        self.errors = errors
+        self.roots = code_roots(store)
 
-    async def _call(self, name: str, *args: object) -> Any:
+    async def call(self, name: str, *args: object) -> Any:
         method = getattr(self.raw, name)
-        if self.is_async:
-            return await method(*args)
-        return await asyncio.to_thread(method, *args)
+        try:
+            if self.is_async:
+                return await method(*args)
+            barrier = races.start_line()
+
+            def run() -> Any:
+                if barrier is None:
+                    return method(*args)
+                races.wait_at(barrier)
+                with races.preemptible(self.roots):
+                    return method(*args)
+
+            return await asyncio.to_thread(run)
+        except Exception as exc:
+            self.errors.append((f"{name}() on the {self.label}'s store", exc))
+            raise
 
     async def save(self, session: object, messages: object) -> None:
-        await self._call("save", session, messages)
+        await self.call("save", session, messages)
 
     async def messages(self, session: object) -> list[Message]:
-        return await self._call("messages", session)  # type: ignore[no-any-return]
+        return await self.call("messages", session)  # type: ignore[no-any-return]
 
     async def add_steer(self, session: object, text: object) -> None:
-        await self._call("add_steer", session, text)
+        await self.call("add_steer", session, text)
 
     async def take_steers(self, session: object) -> list[str]:
-        return await self._call("take_steers", session)  # type: ignore[no-any-return]
+        return await self.call("take_steers", session)  # type: ignore[no-any-return]
 
 
 @dataclass
 class Target:
-    """Everything one clause needs. Made fresh for every clause test."""
+    """Everything one clause needs. Made fresh for every clause."""
 
     clause: str
     store: Handle
     replica: Handle | None
     loop: asyncio.AbstractEventLoop
-    settings: Settings
+    profile: Profile
     seed: int
-    _namespace: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    #: Short and random per run, carried by the replay command: with the seed it
+    #: fixes every session id, so a replay names the same sessions.
+    nonce: str
+    #: Keeps the sessions of different clauses apart on one database.
+    tag: str = "c"
+    errors: list[tuple[str, BaseException]] = field(default_factory=list)
     _counter: itertools.count[int] = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(f"{self.seed}:{self.clause}")
+        #: Where a progress display reads how far the clause has got (``examples``).
+        self.progress: Any = None
+
+    def tick(self) -> None:
+        """One more example, round or state-machine run done (for progress displays)."""
+        if self.progress is not None:
+            self.progress.examples += 1
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the store's event loop and return its result."""
         return self.loop.run_until_complete(work)
 
     def new_session(self, label: str = "s") -> str:
-        """A session id nobody has used: ``st-<run>-<n>-<label>``.
-
-        The random prefix keeps clauses, examples and test runs apart on a shared
-        database, so no clause needs a clean backend.
-        """
-        return f"st-{self._namespace}-{next(self._counter)}-{label}"
+        """A session id nobody has used: ``st-<nonce>-<clause tag><n>-<label>``."""
+        return f"st-{self.nonce}-{self.tag}{next(self._counter)}-{label}"
 
     def handles(self) -> Sequence[Handle]:
         return (self.store,) if self.replica is None else (self.store, self.replica)
+
+    def has(self, capability: str) -> bool:
+        """Whether every handle claims ``capability`` (``"steers"``, ...)."""
+        return all(capability in h.capabilities for h in self.handles())
+
+    def race(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+        """Start every call at the same moment (see :mod:`storetest.races`), wait for all."""
+        # Mixed handles (one async, one plain) race without the barrier.
+        threads = not any(h.is_async for h in self.handles())
+        return self.run(races.together(calls, threads=threads))
+
+
+def new_nonce() -> str:
+    return os.urandom(3).hex()
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
@@ -109,29 +208,17 @@ def new_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-async def gather_all(work: Sequence[Awaitable[T]]) -> list[T]:
-    """``asyncio.gather`` that waits for every task before raising the first error, so
-    no task is left running against the store when a clause fails."""
-    results = await asyncio.gather(*work, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results  # type: ignore[return-value]
-
-
 def parameter_names(fn: Callable[..., Any]) -> list[str]:
+    """The parameters a factory needs filled (those without defaults)."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return []
-    names = []
-    for p in signature.parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        if p.default is not p.empty:
-            continue
-        names.append(p.name)
-    return names
+    return [
+        p.name
+        for p in signature.parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.default is p.empty
+    ]
 
 
 @contextmanager
@@ -139,57 +226,74 @@ def open_target(
     clause: str,
     factory: Callable[..., Any],
     replica: Callable[..., Any] | None,
-    fixtures: dict[str, Any],
-    settings: Settings,
+    fixtures: Mapping[str, Any],
+    profile: Profile,
     seed: int,
+    nonce: str,
+    tag: str = "c",
 ) -> Iterator[Target]:
     """A fresh event loop, the store (and replica) from their factories, and the
     :class:`Target` over them; afterwards every factory is torn down and the loop closed.
 
     ``fixtures`` holds the values the factories' parameters name; a replica parameter
     named ``primary`` receives the store ``factory`` made.
+
+    :raises FactoryError: a factory raised while opening or tearing down.
+    :raises StoreShapeError: a factory returned something that is not a store.
     """
     loop = new_loop()
     closers: list[Any] = []
+    errors: list[tuple[str, BaseException]] = []
     try:
-        store = loop.run_until_complete(_open(factory, fixtures, closers))
+        store = loop.run_until_complete(_open("factory", factory, fixtures, closers))
         second = None
         if replica is not None:
-            opened = loop.run_until_complete(_open(replica, {**fixtures, "primary": store}, closers))
-            second = Handle(opened, "replica")
-        yield Target(clause, Handle(store, "factory"), second, loop, settings, seed)
-    finally:
+            opened = loop.run_until_complete(
+                _open("replica factory", replica, {**fixtures, "primary": store}, closers)
+            )
+            second = Handle(opened, "replica factory", errors)
+        yield Target(clause, Handle(store, "factory", errors), second, loop, profile, seed, nonce, tag, errors)
+    except BaseException as exc:
+        # Cleanup never replaces the error that is already on its way out.
         try:
             _close_all(loop, closers)
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-            loop.close()
+        except FactoryError as teardown:
+            exc.add_note(f"and then: {teardown}")
+        raise
+    else:
+        _close_all(loop, closers)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
 
 
-async def _open(fn: Callable[..., Any], available: dict[str, Any], closers: list[Any]) -> Any:
-    result = fn(**{n: available[n] for n in parameter_names(fn)})
-    if inspect.isasyncgen(result):
-        closers.append(result)
-        return await result.__anext__()
-    if inspect.isgenerator(result):
-        closers.append(result)
-        return next(result)
-    if inspect.isawaitable(result):
-        return await result
-    return result
+async def _open(label: str, fn: Callable[..., Any], available: Mapping[str, Any], closers: list[Any]) -> Any:
+    try:
+        result = fn(**{n: available[n] for n in parameter_names(fn)})
+        if inspect.isasyncgen(result):
+            closers.append((label, result))
+            return await result.__anext__()
+        if inspect.isgenerator(result):
+            closers.append((label, result))
+            return next(result)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+    except Exception as exc:
+        raise FactoryError(label, "making the store", exc) from exc
 
 
 def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
     """Tear down every factory, newest first; one failing does not skip the rest."""
     errors = []
-    for closer in reversed(closers):
+    for label, closer in reversed(closers):
         try:
             loop.run_until_complete(_close(closer))
         except Exception as exc:
-            errors.append(exc)
+            errors.append(FactoryError(label, "tearing the store down", exc))
     if errors:
-        raise errors[0]
+        raise errors[0] from errors[0].error
 
 
 async def _close(generator: Any) -> None:

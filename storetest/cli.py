@@ -4,8 +4,9 @@
     storetest check mypkg.stores:make_store      # a third-party store factory
     storetest check mypkg.stores:make_store --replica mypkg.stores:make_replica --report out.md
 
-It writes a one-call test module into a temporary directory and runs pytest on it, so
-what it checks is exactly what ``run_conformance`` checks in a store's own test suite.
+It calls :func:`storetest.check`, the same call every clause test of ``run_conformance``
+makes, so the verdicts are the same. Exit status: 0 when every claimed clause passed,
+1 when a clause or the factory failed, 4 for a usage error.
 """
 
 from __future__ import annotations
@@ -14,131 +15,160 @@ import argparse
 import importlib
 import os
 import sys
-import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-import pytest
+from storetest.clauses import CLAUSES
+from storetest.profiles import PROFILES
+from storetest.report import SHOWN, render, render_text
+from storetest.runner import Progress, Report, check
 
 __all__ = ["main"]
 
-_DEFAULT_TARGET = "sqlite (reference_stores.sqlite on a temporary file)"
-
-_DEFAULT_MODULE = """\
-from reference_stores.sqlite import SQLiteStore
-from storetest import run_conformance
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 4
+_DEFAULT_TARGET = "the SQLite reference store on a temporary file"
 
 
-def sqlite(tmp_path):
+def _sqlite(tmp_path: Path) -> Iterator[Any]:
+    from reference_stores.sqlite import SQLiteStore
+
     with SQLiteStore(tmp_path / "sessions.db") as store:
         yield store
 
 
-run_conformance(sqlite, replica=sqlite, name="sqlite")
-"""
-
-_TARGET_MODULE = """\
-from storetest import run_conformance
-from {module} import {attribute} as factory
-{replica_import}
-run_conformance(factory, replica={replica}, name={name!r})
-"""
+class _Usage(Exception):
+    pass
 
 
-def _resolve(target: str, flag: str) -> tuple[str, str]:
+def _resolve(target: str, flag: str) -> Callable[..., Any]:
     module, sep, attribute = target.partition(":")
     if not sep or not module or not attribute.isidentifier():
-        raise SystemExit(
-            f"storetest check: {flag} {target!r} is not of the form package.module:factory"
-        )
+        raise _Usage(f"{flag} {target!r} is not of the form package.module:factory")
     try:
         loaded = importlib.import_module(module)
     except ImportError as exc:
-        raise SystemExit(f"storetest check: cannot import {module!r} for {flag}: {exc}") from None
-    if not callable(getattr(loaded, attribute, None)):
-        raise SystemExit(
-            f"storetest check: {module!r} has no callable {attribute!r} for {flag}; "
-            "name a function that returns (or yields) a store"
-        )
-    return module, attribute
+        raise _Usage(f"cannot import {module!r} for {flag}: {exc}") from None
+    factory = getattr(loaded, attribute, None)
+    if not callable(factory):
+        raise _Usage(f"{module!r} has no callable {attribute!r} for {flag}; name a function that "
+                     "returns (or yields) a store")
+    return factory  # type: ignore[no-any-return]
 
 
-def _test_module(target: str | None, replica: str | None, name: str | None) -> str:
-    if target is None:
-        if replica:
-            raise SystemExit("storetest check: --replica needs a TARGET too")
-        return _DEFAULT_MODULE
-    module, attribute = _resolve(target, "TARGET")
-    replica_import, replica_expr = "", "None"
-    if replica:
-        replica_module, replica_attribute = _resolve(replica, "--replica")
-        replica_import = f"from {replica_module} import {replica_attribute} as replica_factory\n"
-        replica_expr = "replica_factory"
-    return _TARGET_MODULE.format(
-        module=module,
-        attribute=attribute,
-        replica_import=replica_import,
-        replica=replica_expr,
-        name=name or attribute,
+def _selected(keyword: str | None) -> list[str] | None:
+    if not keyword:
+        return None
+    words = [w.strip() for part in keyword.split(",") for w in part.split(" or ") if w.strip()]
+    chosen = [c.name for c in CLAUSES if any(w in c.name for w in words)]
+    if not chosen:
+        raise _Usage(f"-k {keyword!r} matches no clause; the clauses are: {', '.join(c.name for c in CLAUSES)}")
+    return chosen
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="storetest", description=(__doc__ or "").split("\n\n")[0].replace("``", "")
     )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser(
+        "check",
+        help="run the conformance suite against a store and print the report",
+        description="Run every clause against a store. Exit 0 when every claimed clause passed, "
+        "1 when a clause or the factory failed, 4 for a usage error.",
+    )
+    run.add_argument("target", nargs="?",
+                     help=f"package.module:factory, a callable returning (or yielding) the store; "
+                     f"default: {_DEFAULT_TARGET}")
+    run.add_argument("--replica", metavar="MODULE:FACTORY", help="a callable giving a second handle on the same data")
+    run.add_argument("--name", help="label for the report (default: the factory's name)")
+    run.add_argument("--report", metavar="FILE",
+                     help="also write the report to FILE (.json JSON, .html HTML, else Markdown)")
+    run.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                     help="effort: fast (default, or STORETEST_PROFILE), ci, thorough (slow)")
+    run.add_argument("--seed", type=int, help="seed for generated inputs (a failure prints the one it used)")
+    run.add_argument("--nonce", help="with the seed, fixes the session ids (a failure prints it)")
+    run.add_argument("-k", dest="keyword", metavar="NAMES",
+                     help="only clauses whose name contains one of these words (separated by commas or ' or ')")
+    run.add_argument("-q", "--quiet", action="store_true", help="no line per clause as it finishes")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="storetest", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser(
-        "check",
-        help="run the conformance suite against a store and print the report",
-        description="Run every clause against a store; exit 1 if any clause fails.",
-    )
-    check.add_argument(
-        "target",
-        nargs="?",
-        help="package.module:factory, a callable returning (or yielding) the store; "
-        f"default: {_DEFAULT_TARGET}",
-    )
-    check.add_argument("--replica", metavar="MODULE:FACTORY",
-                       help="a callable giving a second handle on the same data")
-    check.add_argument("--name", help="label for the report (default: the factory's name)")
-    check.add_argument("--report", metavar="FILE",
-                       help="also write the report to FILE (.json for JSON, else Markdown)")
-    # Names only: importing the plugin here would load Hypothesis before pytest can
-    # rewrite its asserts; pytest validates the choice again.
-    check.add_argument("--profile", choices=("fast", "ci", "thorough"), default="fast",
-                       help="Hypothesis profile (default: fast; thorough is slow)")
-    check.add_argument("--seed", type=int, help="seed for generated inputs and races")
-    check.add_argument("-k", dest="keyword", metavar="EXPR", help="only clauses matching EXPR")
-    check.add_argument("-x", "--exitfirst", action="store_true", help="stop at the first failure")
-    check.add_argument("-v", "--verbose", action="store_true", help="a line per clause as it runs")
-    args = parser.parse_args(argv)
-
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_OK if exc.code == 0 else EXIT_USAGE
     # Importing the target must work from the caller's directory, as `python -m` would.
     sys.path.insert(0, os.getcwd())
-    source = _test_module(args.target, args.replica, args.name)
-    with tempfile.TemporaryDirectory(prefix="storetest-check-") as directory:
-        test_file = Path(directory) / "test_storetest_check.py"
-        test_file.write_text(source, encoding="utf-8")
-        pytest_args = [
-            str(test_file),
-            "--rootdir", directory,
-            "-c", os.devnull,  # keep the caller's pytest configuration out of the run
-            "-p", "no:cacheprovider",
-            # The target was imported above to check it, too early for assert rewriting;
-            # the clauses' own modules are rewritten as usual.
-            "-W", "ignore::pytest.PytestAssertRewriteWarning",
-            "--tb=short",
-            "-v" if args.verbose else "-q",
-            f"--storetest-profile={args.profile}",
-        ]
-        if args.report:
-            pytest_args.append(f"--storetest-report={os.path.abspath(args.report)}")
-        if args.seed is not None:
-            pytest_args.append(f"--storetest-seed={args.seed}")
-        if args.keyword:
-            pytest_args += ["-k", args.keyword]
-        if args.exitfirst:
-            pytest_args.append("-x")
-        code = pytest.main(pytest_args)
-    return 0 if code == pytest.ExitCode.OK else 1
+    factory: Callable[..., Any]
+    replica: Callable[..., Any] | None
+    try:
+        if args.target is None:
+            if args.replica:
+                raise _Usage("--replica needs a TARGET too")
+            # Both calls get the clause's one tmp_path: two handles on one file.
+            factory, replica, name = _sqlite, _sqlite, args.name or "sqlite"
+        else:
+            factory = _resolve(args.target, "TARGET")
+            replica = _resolve(args.replica, "--replica") if args.replica else None
+            name = args.name or args.target.partition(":")[2]
+        clauses = _selected(args.keyword)
+    except _Usage as exc:
+        print(f"storetest check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    def progress(state: Progress) -> None:
+        if args.quiet:
+            return
+        if state.result is not None:
+            r = state.result
+            print(f"  [{state.index + 1}/{state.total}] {SHOWN[r.outcome]:5} {r.clause} ({r.seconds:.2f}s)",
+                  flush=True)
+        elif state.elapsed:
+            print(f"  [{state.index + 1}/{state.total}] ...   {state.clause}: {state.elapsed:.0f}s, "
+                  f"{state.examples} examples or rounds done", flush=True)
+
+    try:
+        report = check(factory, replica, clauses=clauses, profile=args.profile, seed=args.seed,
+                       nonce=args.nonce, name=name, progress=progress)
+    except (TypeError, ValueError) as exc:
+        print(f"storetest check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    report = _with_replays(report, args)
+    _print(report, args)
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _with_replays(report: Report, args: argparse.Namespace) -> Report:
+    """Each failure carries the command that replays it from the author's shell."""
+    command = ["storetest", "check", *([args.target] if args.target else [])]
+    if args.replica:
+        command += ["--replica", args.replica]
+    results = tuple(
+        replace(r, replay=" ".join([*command, *report.replay(r.clause)])) if r.outcome in ("failed", "error")
+        else r
+        for r in report.results
+    )
+    return replace(report, results=results)
+
+
+def _print(report: Report, args: argparse.Namespace) -> None:
+    for failure in report.failures():
+        if failure.setup:
+            # Said once: the factory fails before any clause could run.
+            print(f"\n{failure.diagnosis}\n{failure.details}")
+            print(f"{len(report.not_run)} clauses not run: the factory fails before them")
+            continue
+        print(f"\n{failure.clause}: {failure.outcome}\n{failure.details or failure.diagnosis}")
+        print(f"replay: {failure.replay}")
+    print()
+    print(render_text(report))
+    if args.report:
+        Path(args.report).write_text(render([report], args.report) + "\n", encoding="utf-8")
+        print(f"report written to {args.report}")
 
 
 if __name__ == "__main__":

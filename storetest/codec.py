@@ -175,10 +175,9 @@ def decode_trusted(text: str | bytes) -> Message:
     :data:`~storetest.contract.ROLES`, no lone surrogate, base64 alphabet): text made
     by :func:`encode_message` from checked messages passes them all. It also calls
     the C scanner under :func:`json.loads` directly, skipping the wrapper's whitespace
-    handling (encoded text has none). Together that halves the cost of a read. Text
-    that is not JSON, has data after it, lacks a field or names an unknown content type
-    still raises; other damage (a field of the wrong type) goes
-    unnoticed, so never use it on text from anywhere else.
+    handling (encoded text has none). Text that is not JSON, has data after it, lacks
+    a field or names an unknown content type still raises; other damage (a field of
+    the wrong type) goes unnoticed, so never use it on text from anywhere else.
 
     :raises CodecError: ``text`` is not JSON of an encoded message's shape.
     """

@@ -1,6 +1,25 @@
 """The contract every session store keeps: the message model, the ``Store`` protocol,
 a session handle, and the argument checks a store runs before touching its backend.
 
+Errors. A store raises ``TypeError``/``ValueError`` for bad arguments before touching
+its backend, and :class:`StoreError` when the backend fails. A ``StoreError`` changed
+nothing: the transaction was rolled back (or never began), and the message names the
+operation, the session and the cause. The one exception is :class:`OutcomeUnknown`
+(a ``StoreError``): the connection was lost after the commit was sent, so nobody can
+say whether it landed. Per method:
+
+- ``save``: the transcript is the old one or the new one (never a mix); saving again
+  is safe.
+- ``add_steer``: the steer may or may not be queued. Retrying may queue it twice:
+  under this error delivery is at least once, and it is the only way a steer can be
+  duplicated.
+- ``take_steers``: the error carries the steers the take read (``.steers``, oldest
+  first): they were taken if the commit landed and are still queued if it did not.
+  Acting on them and taking again may see them a second time.
+
+A commit known to have landed is a success, whatever happens to the connection
+afterwards (a failing release back to a pool is logged, not raised).
+
 Standard library only: a store package can depend on this module without pulling in
 pytest, Hypothesis or any database driver.
 """
@@ -19,6 +38,7 @@ __all__ = [
     "Attachment",
     "Content",
     "Message",
+    "OutcomeUnknown",
     "Role",
     "Session",
     "Store",
@@ -210,8 +230,30 @@ class StoreError(RuntimeError):
     """A backend failed (a closed pool, a lost connection, a value the database refused).
 
     Stores raise it ``from`` the driver's exception, with a message that names the
-    operation and the session, and only after making sure nothing was half-written.
+    operation, the session and the cause, and only after making sure nothing was
+    changed; the subclass :class:`OutcomeUnknown` is the one case where that cannot be
+    known.
     """
+
+
+class OutcomeUnknown(StoreError):
+    """The connection was lost after the commit was sent: the operation may or may not
+    have taken effect.
+
+    A ``save`` left the old transcript or the new one (saving again is safe); an
+    ``add_steer`` may have queued its steer (a retry may queue it twice); a
+    ``take_steers`` carries in :attr:`steers` what it read, oldest first, which were
+    taken if the commit landed and are still queued if not.
+
+    :param message: names the operation, the session and the cause, like any
+        ``StoreError``.
+    :param steers: for ``take_steers``, the steers the take read; else empty.
+    """
+
+    def __init__(self, message: str, *, steers: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        #: The steers a ``take_steers`` read before its commit's outcome was lost.
+        self.steers: list[str] = list(steers)
 
 
 @runtime_checkable

@@ -229,30 +229,44 @@ def describe_steers(sent: Sequence[str], got: Sequence[str]) -> str:
     return ", ".join(problems)
 
 
+def _strip_accents(s: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
+
+
 def describe_id_merge(one: str, other: str) -> str:
-    """Why a store would treat two distinct session ids as one."""
-    if one.casefold() == other.casefold():
-        return "ids that differ only by case were merged (a case-insensitive collation)"
-    if one.rstrip(" ") == other.rstrip(" "):
-        return "ids that differ only by trailing spaces were merged (a PAD SPACE collation or strip())"
-    if unicodedata.normalize("NFC", one) == unicodedata.normalize("NFC", other):
-        return "ids that differ only by Unicode normalization (NFC vs NFD) were merged"
-
-    def strip_accents(s: str) -> str:
-        return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
-
-    if strip_accents(one).casefold() == strip_accents(other).casefold():
-        return "ids that differ only by accents were merged (an accent-insensitive collation)"
+    """Why a store would treat two distinct session ids as one: every way they differ
+    that some collation or key column ignores, named together (``'A'`` and ``'a  '``
+    differ by case *and* trailing spaces)."""
     if "\x00" in one + other and one.split("\x00")[0] == other.split("\x00")[0]:
         return "ids were cut at a NUL character"
     if one.startswith(other) or other.startswith(one):
         shorter = min(len(one), len(other))
+        longer = max(one, other, key=len)
+        if longer[shorter:].strip(" ") == "":
+            return "ids that differ only by trailing spaces were merged (a PAD SPACE collation or strip())"
         return (
             f"an id was merged with its {shorter}-character prefix "
             "(ids truncated, or matched with LIKE/startswith)"
         )
+    differences = []
+    a, b = one.rstrip(" "), other.rstrip(" ")
+    if (a, b) != (one, other):
+        differences.append("trailing spaces")
+    if a != b and unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b):
+        differences.append("Unicode normalization (NFC vs NFD)")
+    a, b = unicodedata.normalize("NFC", a), unicodedata.normalize("NFC", b)
+    if _strip_accents(a) != a or _strip_accents(b) != b:
+        if _strip_accents(a).casefold() == _strip_accents(b).casefold() and a.casefold() != b.casefold():
+            differences.append("accents")
+    if _strip_accents(a) != _strip_accents(b) and _strip_accents(a).casefold() == _strip_accents(b).casefold():
+        differences.append("case")
+    if differences and _strip_accents(a).casefold() == _strip_accents(b).casefold():
+        collations = {"case": "case-insensitive", "accents": "accent-insensitive", "trailing spaces": "PAD SPACE"}
+        named = [collations[d] for d in differences if d in collations]
+        because = f" (a collation that is {', '.join(named)}, or strip()/lower())" if named else ""
+        return f"ids that differ only by {' and '.join(differences)} were merged{because}"
     pairs = enumerate(zip(one, other, strict=False))
-    common = next((i for i, (a, b) in pairs if a != b), min(len(one), len(other)))
+    common = next((i for i, (x, y) in pairs if x != y), min(len(one), len(other)))
     if common >= 64:
         return (
             f"ids that differ only after their first {common} characters were merged "

@@ -2,50 +2,48 @@
 throwaway-database fixtures.
 
 Registered through the ``pytest11`` entry point, so installing storetest is enough:
-no conftest copying, no star-imports.
+no conftest copying, no star-imports. Each clause test calls :func:`storetest.check`
+for its one clause, so a pytest run and ``storetest check`` give the same verdicts.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import os
+import hashlib
 import random
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck
-from hypothesis import settings as Settings
 
 from storetest import _databases
-from storetest._harness import Target, open_target, parameter_names
-from storetest.clauses import CLAUSES, NEEDS_REPLICA, conformance_failures
-from storetest.report import ClauseResult, render, render_text
+from storetest._harness import new_nonce
+from storetest.clauses import CLAUSES
+from storetest.failures import Violation
+from storetest.profiles import PROFILES, profile_named
+from storetest.report import render, render_text
+from storetest.runner import ClauseResult, Progress, Report, check
 
-__all__ = ["PROFILES", "run_conformance"]
+__all__ = ["run_conformance"]
 
-#: Hypothesis profiles, chosen with ``--storetest-profile`` (or ``STORETEST_PROFILE``).
-#: ``fast`` is the default; ``thorough`` is opt-in and slow. No deadlines anywhere: a
-#: real database's latency is not the store's bug.
-PROFILES: dict[str, Settings] = {
-    name: Settings(
-        max_examples=examples,
-        deadline=None,
-        print_blob=True,
-        suppress_health_check=list(HealthCheck),
-    )
-    for name, examples in (("fast", 20), ("ci", 40), ("thorough", 400))
-}
+_RESULT = "storetest_result"
 
-_SKIP_NO_REPLICA = (
-    "needs a second handle on the same data: pass replica=<factory> to run_conformance "
-    "(its parameters are fixtures like the factory's; one named 'primary' gets the first store)"
-)
-_CLAUSE_NAMES = tuple(c.__name__ for c in CLAUSES)
+
+@dataclass(frozen=True)
+class _Spec:
+    factory: Callable[..., Any]
+    replica: Callable[..., Any] | None
+    name: str
+    skip: dict[str, str]
+
+
+#: Classes made by run_conformance, with the line that made them, by the globals of the
+#: module that made them (kept alive here so the id is not reused); collected by
+#: pytest_make_collect_report below when the module did not assign them itself.
+_MADE: dict[int, tuple[dict[str, Any], list[tuple[int, type]]]] = {}
 
 
 def run_conformance(
@@ -69,7 +67,7 @@ def run_conformance(
     :param name: the label in test ids and in the report (default: the factory's name).
     :param skip: clause names mapped to the reason they cannot run for this store;
         they are reported as skipped with that reason.
-    :returns: the test class, also placed in the caller's module so pytest collects it;
+    :returns: the test class. Unassigned, it is collected as ``TestConformance_<name>``;
         assign it (``TestMyStore = run_conformance(...)``) to choose its name.
     :raises TypeError: ``factory`` or ``replica`` is not callable.
     :raises ValueError: ``skip`` names a clause that does not exist.
@@ -81,81 +79,108 @@ def run_conformance(
                 f"not {type(fn).__name__}; e.g. run_conformance(lambda: MyStore())"
             )
     skip = dict(skip or {})
-    unknown = sorted(set(skip) - set(_CLAUSE_NAMES))
+    names = [c.name for c in CLAUSES]
+    unknown = sorted(set(skip) - set(names))
     if unknown:
         raise ValueError(
-            f"run_conformance(skip=...) names unknown clauses {unknown}; the clauses are: "
-            + ", ".join(_CLAUSE_NAMES)
+            f"run_conformance(skip=...) names unknown clauses {unknown}; the clauses are: " + ", ".join(names)
         )
     if name is None:
         name = getattr(factory, "__name__", "store").strip("_<>") or "store"
         if name == "lambda":
             name = "store"
-    cls = _conformance_class(factory, replica, name, skip)
-    caller = sys._getframe(1).f_globals
-    attribute = cls.__name__
-    n = 2
-    while attribute in caller:
-        attribute = f"{cls.__name__}_{n}"
+    cls = _conformance_class(_Spec(factory, replica, name, skip))
+    caller = sys._getframe(1)
+    made = _MADE.setdefault(id(caller.f_globals), (caller.f_globals, []))[1]
+    taken = {c.__name__ for _, c in made}
+    base, n = cls.__name__, 2
+    while cls.__name__ in taken:
+        cls.__name__ = cls.__qualname__ = f"{base}_{n}"
         n += 1
-    cls.__storetest_attribute__ = attribute  # type: ignore[attr-defined]
-    caller[attribute] = cls
+    made.append((caller.f_lineno, cls))
     return cls
 
 
-def _conformance_class(
-    factory: Callable[..., Any], replica: Callable[..., Any] | None, name: str, skip: dict[str, str]
-) -> type:
-    names = [*parameter_names(factory), *parameter_names(replica or factory)]
-    needed = [p for p in dict.fromkeys(names) if p not in ("request", "primary")]
-
-    def target(self: object, request: pytest.FixtureRequest, **fixtures: Any) -> Iterator[Target]:
-        fixtures["request"] = request
-        clause = request.node.get_closest_marker("storetest").kwargs["clause"]
-        profile = request.config.getoption("storetest_profile") or "fast"
-        seed = request.config.getoption("storetest_seed")
-        if seed is None:
-            seed = random.randrange(2**32)
-        request.node.user_properties.append(("storetest_seed", seed))
-        with open_target(clause, factory, replica, fixtures, PROFILES[profile], seed) as t:
-            yield t
-
-    target.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-            inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY),
-            *(inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY) for p in needed),
-        ]
-    )
+def _conformance_class(spec: _Spec) -> type:
     attrs: dict[str, Any] = {
-        "__doc__": f"The storetest conformance suite against {name}.",
-        "__storetest_run__": name,
-        "_storetest_target": pytest.fixture(target, name="_storetest_target"),
+        "__doc__": f"The storetest conformance suite against {spec.name}.",
+        "__storetest_spec__": spec,
     }
     for clause in CLAUSES:
-        test = _clause_test(clause)
-        test = pytest.mark.storetest(clause=clause.__name__, run=name)(test)
-        if clause.__name__ in skip:
-            test = pytest.mark.skip(reason=skip[clause.__name__])(test)
-        elif clause in NEEDS_REPLICA and replica is None:
-            test = pytest.mark.skip(reason=_SKIP_NO_REPLICA)(test)
-        attrs[test.__name__] = test
-    safe = re.sub(r"\W+", "_", name).strip("_") or "store"
+        test = _clause_test(clause.name, clause.doc)
+        attrs[test.__name__] = pytest.mark.storetest(clause=clause.name, run=spec.name)(test)
+    safe = re.sub(r"\W+", "_", spec.name).strip("_") or "store"
     return type(f"TestConformance_{safe}", (), attrs)
 
 
-def _clause_test(clause: Callable[[Target], None]) -> Callable[..., None]:
-    def test(self: object, _storetest_target: Target) -> None:
+def _clause_test(clause: str, doc: str) -> Callable[..., None]:
+    def test(self: Any, request: pytest.FixtureRequest) -> None:
         __tracebackhide__ = True
-        clause(_storetest_target)
+        _run_clause(self.__storetest_spec__, clause, request)
 
-    test.__name__ = f"test_{clause.__name__}"
-    test.__qualname__ = test.__name__
-    test.__doc__ = clause.__doc__
+    test.__name__ = test.__qualname__ = f"test_{clause}"
+    test.__doc__ = doc
     return test
 
 
+def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> None:
+    __tracebackhide__ = True
+    config = request.config
+    seed, nonce = config.stash[_RUN_KEY]
+    stopped = config.stash.setdefault(_STOPPED_KEY, {})
+    if spec.name in stopped:
+        # The factory already failed for this run: said once, in that test.
+        pytest.skip(f"not run: {stopped[spec.name]}")
+    # Two runs in one session (two stores on one database) must not share session ids.
+    run_nonce = nonce + hashlib.blake2s(spec.name.encode(), digest_size=2).hexdigest()
+    report = check(
+        spec.factory, spec.replica, clauses=[clause], profile=config.option.storetest_profile,
+        seed=seed, nonce=run_nonce, name=spec.name, skip=spec.skip, fixtures=request.getfixturevalue,
+        progress=_progress_line(config),
+    )
+    replay = (f"pytest '{request.node.nodeid}' --storetest-seed={seed} "
+              f"--storetest-nonce={nonce} --storetest-profile={report.profile}")
+    (result,) = report.results
+    if result.outcome in ("failed", "error"):
+        result = replace(result, replay=replay)
+    request.node.user_properties.append((_RESULT, _row(report, result, request.node.nodeid)))
+    if result.outcome in ("skipped", "not claimed"):
+        pytest.skip(result.diagnosis if result.outcome == "skipped" else f"not claimed: {result.diagnosis}")
+    if result.setup:
+        stopped[spec.name] = f"the factory failed in {request.node.nodeid}: {result.diagnosis}"
+        pytest.fail("\n".join([result.diagnosis, result.details, "",
+                                "the other clauses of this run are not run: the factory fails before them"]),
+                    pytrace=False)
+    if result.outcome in ("failed", "error"):
+        pytest.fail("\n".join([result.details or result.diagnosis, "", f"replay: {replay}"]), pytrace=False)
+
+
+def _progress_line(config: pytest.Config) -> Callable[[Progress], None] | None:
+    """Under -v, and not in an xdist worker, a line every few seconds of a long clause."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if config.option.verbose <= 0 or reporter is None or hasattr(config, "workerinput"):
+        return None
+
+    def line(state: Progress) -> None:
+        if state.result is None and state.elapsed:
+            reporter.write_line(f"    storetest: {state.clause}: {state.elapsed:.0f}s, "
+                                f"{state.examples} examples or rounds done")
+
+    return line
+
+
+def _row(report: Report, result: ClauseResult, nodeid: str) -> dict[str, Any]:
+    """What the controller needs to rebuild the report (plain data: xdist sends it)."""
+    return {"run": report.name, "profile": report.profile, "seed": report.seed, "nonce": report.nonce,
+            "capabilities": list(report.capabilities), "partial": dict(report.partial), "nodeid": nodeid,
+            "target": report.target, "replica": report.replica, "started": report.started,
+            "versions": dict(report.versions), "result": asdict(result)}
+
+
 # --- pytest hooks ------------------------------------------------------------------------
+
+_RUN_KEY = pytest.StashKey[tuple[int, str]]()
+_STOPPED_KEY = pytest.StashKey[dict[str, str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -164,14 +189,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--storetest-profile",
         choices=sorted(PROFILES),
         default=None,
-        help="Hypothesis profile for the clauses: fast (default), ci, or thorough (slow). "
+        help="effort per clause: fast (default), ci, or thorough (slow). "
         "Also STORETEST_PROFILE or the storetest_profile ini option.",
     )
     group.addoption(
         "--storetest-seed",
         type=int,
         default=None,
-        help="seed for generated inputs and races (a failure prints the one it used)",
+        help="seed for generated inputs (a failure prints the one it used)",
+    )
+    group.addoption(
+        "--storetest-nonce",
+        default=None,
+        help="with the seed, fixes the session ids of a run (a failure prints it)",
     )
     group.addoption(
         "--storetest-report",
@@ -179,74 +209,51 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         help="write the conformance report to FILE: JSON if it ends in .json, else Markdown",
     )
-    parser.addini("storetest_profile", "default Hypothesis profile for storetest clauses")
+    parser.addini("storetest_profile", "default effort profile for storetest clauses")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "storetest(clause, run): a storetest conformance clause (added by run_conformance)"
     )
-    profile = (
-        config.getoption("storetest_profile")
-        or os.environ.get("STORETEST_PROFILE")
-        or config.getini("storetest_profile")
-        or "fast"
+    try:
+        profile = profile_named(config.getoption("storetest_profile") or config.getini("storetest_profile")
+                                or None)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.option.storetest_profile = profile.name
+    seed = config.getoption("storetest_seed")
+    config.stash[_RUN_KEY] = (
+        random.randrange(2**32) if seed is None else seed,
+        config.getoption("storetest_nonce") or new_nonce(),
     )
-    if profile not in PROFILES:
-        raise pytest.UsageError(
-            f"unknown storetest profile {profile!r}; choose one of {', '.join(sorted(PROFILES))}"
-        )
-    config.option.storetest_profile = profile
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(_ConformanceReport(config), "storetest-report")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Any:
-    # run_conformance puts its class in the module; when the author also assigned it to a
-    # name of their own, collect it under that name only.
-    attribute = getattr(obj, "__storetest_attribute__", None)
-    if attribute is None or name != attribute or not isinstance(collector, pytest.Module):
-        return None
-    if any(value is obj and key != name for key, value in vars(collector.obj).items()):
-        return []
-    return None
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport, Any]:
+    report = yield
+    # A class run_conformance made in this module and the module did not assign to a
+    # name of its own: collect it here (an assigned one pytest collects by itself).
+    if isinstance(collector, pytest.Module) and report.passed:
+        namespace = vars(collector.obj)
+        _, made = _MADE.pop(id(namespace), (None, []))
+        assigned = {id(v) for v in namespace.values()}
+        for line, cls in made:
+            if id(cls) in assigned:
+                continue
+            node = pytest.Class.from_parent(collector, name=cls.__name__)
+            node.obj = cls
+            # Where the call stands in the file, so tests after it still run after it.
+            at = next((i for i, n in enumerate(report.result) if _line(n) >= line), len(report.result))
+            report.result.insert(at, node)
+    return report
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
-    outcome = yield
-    marker = item.get_closest_marker("storetest")
-    if marker is None:
-        return
-    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
-    report.user_properties.append(("storetest_clause", marker.kwargs["clause"]))
-    report.user_properties.append(("storetest_run", marker.kwargs["run"]))
-    if report.failed and call.excinfo is not None:
-        error = call.excinfo.value
-        report.user_properties.append(("storetest_diagnosis", _diagnosis(error)))
-        seed = dict(item.user_properties).get("storetest_seed")
-        if report.when == "call":
-            failures = conformance_failures(error)
-            if failures:
-                # The clause's own message says everything; the harness traceback does not.
-                report.longrepr = "\n".join(
-                    [str(f) for f in failures] + [*getattr(error, "__notes__", [])]
-                )
-            if seed is not None:
-                report.sections.append((
-                    "storetest: reproduce",
-                    f"pytest '{item.nodeid}' --storetest-seed={seed}"
-                    f" --storetest-profile={item.config.getoption('storetest_profile')}",
-                ))
-
-
-def _diagnosis(error: BaseException) -> str:
-    failures = conformance_failures(error)
-    if failures:
-        return failures[0].diagnosis
-    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"the store raised {type(error).__name__}: {first}"[:300]
+def _line(node: pytest.Item | pytest.Collector) -> int:
+    info = node.reportinfo() if isinstance(node, (pytest.Item, pytest.Class, pytest.Function)) else None
+    return int(info[1]) if info and info[1] is not None else 0
 
 
 class _ConformanceReport:
@@ -254,48 +261,64 @@ class _ConformanceReport:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.results: dict[str, ClauseResult] = {}
+        self.rows: dict[str, dict[str, Any]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict(report.user_properties)
-        if "storetest_clause" not in props:
-            return
-        if report.when == "call" or not report.passed:
-            self.results[report.nodeid] = self._row(report, props)
+        for key, value in report.user_properties:
+            if key == _RESULT and isinstance(value, dict):
+                self.rows[report.nodeid] = value
+        if report.failed and report.when != "call" and report.nodeid not in self.rows:
+            self._setup_failure(report)
 
-    @staticmethod
-    def _row(report: pytest.TestReport, props: dict[str, Any]) -> ClauseResult:
-        if report.skipped:
-            outcome = "skipped"
-            longrepr = report.longrepr
-            diagnosis = longrepr[2].removeprefix("Skipped: ") if isinstance(longrepr, tuple) else ""
-        elif report.failed:
-            outcome = "failed" if report.when == "call" else "error"
-            diagnosis = str(props.get("storetest_diagnosis", "failed"))
-            if report.when != "call":
-                diagnosis = f"{report.when}: {diagnosis}"
-        else:
-            outcome, diagnosis = "passed", ""
-        return ClauseResult(
-            run=str(props["storetest_run"]),
-            clause=str(props["storetest_clause"]),
-            outcome=outcome,
-            diagnosis=diagnosis,
-            nodeid=report.nodeid,
-            seconds=round(report.duration, 3),
-            seed=props.get("storetest_seed"),
-        )
+    def _setup_failure(self, report: pytest.TestReport) -> None:
+        # A fixture failed before the clause ran (e.g. a required database is missing).
+        marker = next((m for m in getattr(report, "keywords", {}) if m == "storetest"), None)
+        if marker is None:
+            return
+        name = report.nodeid.rsplit("::test_", 1)[-1]
+        text = str(report.longrepr).strip().splitlines()
+        seed, nonce = self.config.stash[_RUN_KEY]
+        result = ClauseResult(name, "error", f"{report.when}: {text[-1] if text else 'failed'}"[:300])
+        run = report.nodeid.split("::")[-2].removeprefix("TestConformance_")
+        self.rows[report.nodeid] = {"run": run, "profile": self.config.option.storetest_profile,
+                                    "seed": seed, "nonce": nonce, "capabilities": [],
+                                    "nodeid": report.nodeid, "result": asdict(result)}
+
+    def reports(self) -> list[Report]:
+        order = {c.name: i for i, c in enumerate(CLAUSES)}
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for row in self.rows.values():
+            runs.setdefault(row["run"], []).append(row)
+        out = []
+        for run, rows in runs.items():
+            rows.sort(key=lambda r: order.get(r["result"]["clause"], len(order)))
+            results = tuple(
+                ClauseResult(**{**r["result"], "violations": tuple(Violation(**v) for v in r["result"]["violations"])})
+                for r in rows
+            )
+            ran = {r.clause for r in results}
+            first = rows[0]
+            out.append(Report(
+                name=run, profile=first["profile"], seed=first["seed"], nonce=first["nonce"],
+                results=results, capabilities=tuple(sorted({c for r in rows for c in r["capabilities"]})),
+                partial=first.get("partial", {}),
+                not_run=tuple(c.name for c in CLAUSES if c.name not in ran),
+                target=first.get("target", ""), replica=first.get("replica", ""),
+                started=min(r.get("started", "") for r in rows), versions=first.get("versions", {}),
+            ))
+        return out
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.results:
+        reports = self.reports()
+        if not reports:
             return
-        results = list(self.results.values())
-        profile = self.config.getoption("storetest_profile")
+        profile = self.config.option.storetest_profile
         terminalreporter.section(f"storetest conformance (profile {profile})")
-        terminalreporter.line(render_text(results, width=terminalreporter._tw.fullwidth))
+        for report in reports:
+            terminalreporter.line(render_text(report, width=terminalreporter._tw.fullwidth))
         path = self.config.getoption("storetest_report")
         if path:
-            Path(path).write_text(render(results, path, profile=profile) + "\n", encoding="utf-8")
+            Path(path).write_text(render(reports, path) + "\n", encoding="utf-8")
             terminalreporter.line(f"report written to {path}")
 
 
@@ -306,20 +329,17 @@ def _shared_dir(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config)
 
 
 def _provide(backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    from storetest import databases
+
     factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
-    run = _databases.TestRun(
-        private_dir=factory.mktemp(f"storetest-{backend}"),
-        shared_dir=_shared_dir(factory, request.config),
+    provision = databases.provision(
+        backend, factory.mktemp(f"storetest-{backend}"), _shared_dir(factory, request.config)
     )
-    module = importlib.import_module(f"storetest._databases.{backend}")
-    provision = module.provision(run)
     try:
         url = next(provision)
-    except _databases.Unavailable as exc:
-        if backend in _databases.required_backends():
-            pytest.fail(
-                f"{backend} is required (STORETEST_REQUIRE) but unavailable: {exc}", pytrace=False
-            )
+    except databases.Unavailable as exc:
+        if backend in databases.required_backends():
+            pytest.fail(f"{backend} is required (STORETEST_REQUIRE) but unavailable: {exc}", pytrace=False)
         pytest.skip(f"no {backend} database: {exc}")
     yield url
     # Run the provisioner's cleanup (drop the database, stop the container).

@@ -176,3 +176,16 @@ messages = st.builds(
 
 transcripts = st.lists(messages, max_size=6)
 """A transcript: a few messages, sometimes none."""
+
+_MODEL_POOL = tuple(
+    Message("user" if i % 2 == 0 else "assistant", (Text(text),) if i % 3 else (Text(text), ToolCall(
+        f"call_{i}", "lookup", NASTY_ARGUMENTS[i % len(NASTY_ARGUMENTS)])))
+    for i, text in enumerate([*NASTY_TEXTS[:8], *(f"message {i}" for i in range(8))])
+)
+
+model_transcripts = st.lists(st.sampled_from(_MODEL_POOL), max_size=6)
+"""Cheap transcripts for the state machine, whose subject is the order of operations,
+not their content (the round-trip clauses own that): drawn from a fixed pool."""
+
+model_steers = st.sampled_from(["a", "a", "b", "", " ", *NASTY_TEXTS[:4]])
+"""Cheap steer texts for the state machine; repeats are drawn on purpose."""

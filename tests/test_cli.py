@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+from storetest.clauses import CLAUSES
 
 BROKEN_MODULE = '''
 from reference_stores.memory import MemoryStore
@@ -36,7 +39,8 @@ def test_default_checks_sqlite_and_prints_the_report(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     result = check("--report", str(report), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "sqlite: 16 clauses: 16 passed, 0 failed, 0 skipped" in result.stdout
+    n = len(CLAUSES)
+    assert f"sqlite: {n} clauses: {n} passed, 0 failed" in result.stdout
     data = json.loads(report.read_text())
     assert {row["outcome"] for row in data["runs"][0]["clauses"]} == {"passed"}
 
@@ -49,7 +53,9 @@ def test_a_broken_third_party_store_fails_with_its_diagnosis(tmp_path: Path) -> 
     assert result.returncode == 1
     assert "FAIL  steers_are_taken_in_order_exactly_once" in result.stdout
     assert "trailing whitespace stripped" in result.stdout
-    assert "| `steers_are_taken_in_order_exactly_once` | FAIL |" in report.read_text()
+    row = next(line for line in report.read_text().splitlines()
+               if line.startswith("| [`steers_are_taken_in_order_exactly_once`]"))
+    assert "| FAIL |" in row
 
 
 def test_a_bad_target_is_explained(tmp_path: Path) -> None:
@@ -58,3 +64,86 @@ def test_a_bad_target_is_explained(tmp_path: Path) -> None:
     assert "cannot import 'no_such_module'" in result.stderr
     result = check("just_a_module", cwd=tmp_path)
     assert "is not of the form package.module:factory" in result.stderr
+
+
+def _replay_line(output: str) -> list[str]:
+    line = next(line for line in output.splitlines() if line.startswith("replay: "))
+    words = shlex.split(line.removeprefix("replay: "))
+    assert words[:2] == ["storetest", "check"], line
+    return [sys.executable, "-m", "storetest.cli", *words[1:]]
+
+
+def test_the_printed_replay_command_reproduces_the_failure(tmp_path: Path) -> None:
+    (tmp_path / "thirdparty.py").write_text(BROKEN_MODULE)
+    first = check("thirdparty:make_store", "--replica", "thirdparty:make_replica", "-k", "in_order",
+                  "--report", str(tmp_path / "first.json"), cwd=tmp_path)
+    assert first.returncode == 1
+    again = subprocess.run([*_replay_line(first.stdout), "--report", str(tmp_path / "again.json")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1, again.stdout + again.stderr
+
+    def violations(name: str) -> list[dict[str, str]]:
+        (row,) = json.loads((tmp_path / name).read_text())["runs"][0]["clauses"]
+        return row["violations"]  # type: ignore[no-any-return]
+
+    assert violations("first.json") == violations("again.json")
+
+
+FACTORIES = """
+def raises():
+    raise RuntimeError("cannot reach the database")
+
+
+def returns_none():
+    return None
+"""
+
+
+def test_a_factory_that_raises_is_reported_once(tmp_path: Path) -> None:
+    (tmp_path / "factories.py").write_text(FACTORIES)
+    result = check("factories:raises", cwd=tmp_path)
+    assert result.returncode == 1
+    # The diagnosis, the traceback's first line, the table's row: once each.
+    assert result.stdout.count("RuntimeError: cannot reach the database") == 3, result.stdout
+    assert "the factory raised RuntimeError" in result.stdout
+    assert f"{len(CLAUSES) - 1} clauses not run: the factory fails before them" in result.stdout
+    assert "store raised" not in result.stdout
+    result = check("factories:returns_none", "-q", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "the factory returned None, which has none of the methods of a store" in result.stdout
+    assert "store raised" not in result.stdout
+
+
+def test_exit_codes_and_help(tmp_path: Path) -> None:
+    (tmp_path / "thirdparty.py").write_text(BROKEN_MODULE)
+    assert check("-k", "unknown_session", "-q", cwd=tmp_path).returncode == 0
+    assert check("thirdparty:make_store", "-k", "in_order", "-q", cwd=tmp_path).returncode == 1
+    assert check("-k", "no_clause_has_this_name", cwd=tmp_path).returncode == 4
+    assert check("no_such_module:factory", cwd=tmp_path).returncode == 4
+    assert check("--no-such-option", cwd=tmp_path).returncode == 4
+    helped = subprocess.run([sys.executable, "-m", "storetest.cli", "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0 and "``" not in helped.stdout
+
+
+def test_reports_carry_everything_a_reader_needs(tmp_path: Path) -> None:
+    (tmp_path / "thirdparty.py").write_text(BROKEN_MODULE)
+    for suffix in ("md", "json", "html"):
+        check("thirdparty:make_store", "--replica", "thirdparty:make_replica", "-k", "in_order,unknown",
+              "--seed", "5", "--nonce", "abc123", "--report", str(tmp_path / f"r.{suffix}"), cwd=tmp_path)
+    markdown = (tmp_path / "r.md").read_text()
+    page = (tmp_path / "r.html").read_text()
+    for text in (markdown, page):
+        for needed in ("storetest", "hypothesis", "python", "started:", "thirdparty:make_store",
+                       "thirdparty:make_replica", "seed", "abc123", "Not run (15)",
+                       "--seed 5 --nonce abc123 --profile fast -k steers_are_taken_in_order_exactly_once",
+                       "sent:", "got:", "Steers come back oldest first", "docs/contract.md#clause-"):
+            assert needed in text, (needed, text[:2000])
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["format"] >= 2
+    (run,) = data["runs"]
+    assert run["totals"] == {"passed": 1, "failed": 1, "skipped": 0, "not claimed": 0, "error": 0,
+                             "not run": 15, "clauses": 2}
+    failed = next(c for c in run["clauses"] if c["outcome"] == "failed")
+    assert len(failed["violations"]) >= 1 and failed["replay"].startswith("storetest check thirdparty:make_store")
+    assert [c["clause"] for c in run["clauses"]] == [n for n in [c.name for c in CLAUSES]
+                                                      if n in {c["clause"] for c in run["clauses"]}]

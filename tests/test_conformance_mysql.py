@@ -18,7 +18,7 @@ from storetest import run_conformance
 pytest.importorskip("pymysql")
 
 from reference_stores.mysql import SCHEMA, MySQLStore
-from storetest._databases.mysql import connect
+from storetest.databases import mysql_connection as connect
 
 
 @pytest.fixture(scope="session")

@@ -48,3 +48,11 @@ def test_merged_ids_are_explained() -> None:
     assert "trailing spaces" in describe_id_merge("s-a", "s-a ")
     assert "normalization" in describe_id_merge("s-é", "s-e\u0301")
     assert "prefix" in describe_id_merge("x" * 64 + "1", "x" * 64)
+
+
+def test_merged_ids_name_every_difference() -> None:
+    both = describe_id_merge("s-A", "s-a  ")
+    assert "trailing spaces and case" in both and "hashed" not in both
+    accent_and_case = describe_id_merge("s-e", "s-É")
+    assert "accents and case" in accent_and_case
+    assert "only by accents were" not in accent_and_case

@@ -1,12 +1,15 @@
 """What the MySQL/MariaDB store and its provisioning promise beyond the shared suite:
 idempotent DDL, least privilege, errors that name the session, exact session ids and
 steers, values past ``TEXT``'s 64 KiB, incremental saves, both ways of handing it
-connections, and where throwaway databases come from."""
+connections, lost connections and packet limits, and where throwaway databases come
+from."""
 
 from __future__ import annotations
 
 import secrets
+import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -16,7 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from storetest import _databases
-from storetest.contract import Attachment, Message, StoreError, Text, ToolCall
+from storetest.contract import Attachment, Message, OutcomeUnknown, StoreError, Text, ToolCall
+from tests.faults.proxy import MYSQL_COMMIT, CuttingProxy
 
 pytest.importorskip("pymysql")
 
@@ -463,6 +467,186 @@ def test_transcripts_round_trip_with_either_kind_of_connection(
     assert primary.messages("s") == transcript[:1]
     primary.save("s", [])
     assert replica.messages("s") == []
+
+
+# -- lost connections ---------------------------------------------------------------------
+
+
+def _kill(db: str, connection_id: int) -> None:
+    _query(db, f"KILL {int(connection_id)}")
+
+
+def test_a_given_connection_recovers_after_kill(db: str) -> None:
+    """Issue 10, item 5: after KILL, a store given one connection failed every later
+    call with "(0, '')"; now the call that meets the dead connection fails, having
+    changed nothing, and the next one reconnects."""
+    with closing(connect(db)) as conn:
+        store = MySQLStore(conn)
+        store.save("s", _texts(2))
+        store.add_steer("s", "kept")
+        for call in (
+            lambda: store.save("s", _texts(3, "new")),
+            lambda: store.messages("s"),
+            lambda: store.add_steer("s", "new"),
+            lambda: store.take_steers("s"),
+        ):
+            _kill(db, conn.thread_id())
+            with pytest.raises(StoreError, match=r" session 's' failed: .*(Lost connection|gone away)"):
+                call()
+            assert store.messages("s") == _texts(2)  # reconnected; nothing changed
+        assert store.take_steers("s") == ["kept"]
+
+
+def _wait_for_statement(db: str, connection_id: int, needle: str) -> None:
+    for _ in range(3000):  # gives up after about 30 s: a hang, not a timing assertion
+        rows = _query(db, "SELECT info FROM information_schema.processlist WHERE id = %s",
+                      (connection_id,))
+        if rows and rows[0][0] and needle in rows[0][0]:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"connection {connection_id} never ran a statement on {needle}")
+
+
+@pytest.mark.parametrize("operation", ["save", "add_steer", "take_steers"])
+def test_a_connection_killed_mid_transaction_changes_nothing(db: str, operation: str) -> None:
+    """KILLed while it waits on a lock the test holds, an operation fails with
+    StoreError naming the operation, the session and the cause, leaves everything as
+    it was, and its handle (one given connection) works again at once."""
+    with closing(connect(db)) as conn, closing(connect(db)) as holder:
+        store = MySQLStore(conn)
+        store.save("s", _texts(2))
+        store.add_steer("s", "kept")
+        with holder.cursor() as cur:
+            cur.execute("SELECT 1 FROM agent_sessions WHERE session = %s FOR UPDATE", (b"s",))
+        calls = {
+            "save": lambda: store.save("s", _texts(3, "new")),
+            "add_steer": lambda: store.add_steer("s", "new"),
+            "take_steers": lambda: store.take_steers("s"),
+        }
+        errors: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                calls[operation]()
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        _wait_for_statement(db, conn.thread_id(), "agent_sessions")
+        _kill(db, conn.thread_id())
+        thread.join()
+        holder.rollback()
+        assert len(errors) == 1 and type(errors[0]) is StoreError, errors
+        verb = {"save": "save to", "add_steer": "add_steer to", "take_steers": "take_steers from"}
+        assert str(errors[0]).startswith(f"{verb[operation]} session 's' failed: "), str(errors[0])
+        assert str(errors[0]).split("failed: ", 1)[1].strip()
+        assert store.messages("s") == _texts(2)
+        assert store.take_steers("s") == ["kept"]
+
+
+def _via(db: str, port: int) -> str:
+    parts = urlsplit(db)
+    return urlunsplit((parts.scheme, f"{parts.netloc.rsplit(':', 1)[0]}:{port}", parts.path, "", ""))
+
+
+@pytest.mark.parametrize("operation", ["save", "add_steer", "take_steers"])
+def test_a_connection_lost_after_commit_raises_outcome_unknown(db: str, operation: str) -> None:
+    """Issue 10, item 3 on MariaDB: the COMMIT reaches the server and lands, its answer
+    never comes back; the store must say the outcome is unknown (a take: with the
+    steers it read), and its one connection must work again afterwards."""
+    parts = urlsplit(db)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 3306)
+    try:
+        with closing(connect(_via(db, proxy.port))) as conn:
+            direct, cut = MySQLStore(lambda: connect(db)), MySQLStore(conn)
+            direct.save("s", _texts(2))
+            direct.add_steer("s", "queued")
+            proxy.cut_after_commit(MYSQL_COMMIT)
+            with pytest.raises(OutcomeUnknown) as info:
+                if operation == "save":
+                    cut.save("s", _texts(3, "new"))
+                elif operation == "add_steer":
+                    cut.add_steer("s", "added")
+                else:
+                    cut.take_steers("s")
+            assert proxy.cut.is_set(), "the proxy never saw the COMMIT"
+            transcript = cut.messages("s")
+            left = direct.take_steers("s")
+    finally:
+        proxy.close()
+    verb = {"save": "save to", "add_steer": "add_steer to", "take_steers": "take_steers from"}
+    assert str(info.value).startswith(
+        f"{verb[operation]} session 's' may or may not have taken effect: the connection was "
+        "lost after COMMIT was sent"
+    ), str(info.value)
+    assert transcript == (_texts(3, "new") if operation == "save" else _texts(2))
+    assert left == {"save": ["queued"], "add_steer": ["queued", "added"], "take_steers": []}[operation]
+    assert info.value.steers == (["queued"] if operation == "take_steers" else [])
+
+
+_SMALL_PACKET = 512 * 1024
+
+
+@pytest.fixture
+def small_packet_db(storetest_mysql_url: str, tmp_path: Path) -> Iterator[str]:
+    """A database on a server whose max_allowed_packet is 512 KiB. With local server
+    binaries, a private server: SET GLOBAL on the run's server would reach other tests'
+    new connections. Otherwise (a server from STORETEST_MYSQL_URL, used by one process
+    in CI) the run's server, set for the test and restored."""
+    binaries = provisioning._local_binaries()
+    if binaries is not None and _databases.url_from_env("mysql") is None:
+        server = provisioning._start_local(tmp_path / "small", *binaries)
+        try:
+            _query(server.url, f"SET GLOBAL max_allowed_packet = {_SMALL_PACKET}")
+            _query(server.url, "CREATE DATABASE small CHARACTER SET utf8mb4")
+            url = urlunsplit((*urlsplit(server.url)[:2], "/small", "", ""))
+            _apply_schema(url)
+            yield url
+        finally:
+            _databases._stop_process(server.pid, server.stop_signal)
+            shutil.rmtree(server.directory, ignore_errors=True)
+        return
+    server_url = _server_url(storetest_mysql_url)
+    (before,) = _query(server_url, "SELECT @@global.max_allowed_packet")[0]
+    name = f"storetest_small_{secrets.token_hex(4)}"
+    _query(server_url, f"SET GLOBAL max_allowed_packet = {_SMALL_PACKET}")
+    try:
+        _query(server_url, f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        url = urlunsplit((*urlsplit(server_url)[:2], f"/{name}", "", ""))
+        _apply_schema(url)
+        yield url
+    finally:
+        _query(server_url, f"SET GLOBAL max_allowed_packet = {int(before)}")
+        _query(server_url, f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def test_inserts_are_cut_to_fit_max_allowed_packet(small_packet_db: str) -> None:
+    """Issue 10, item 6: 3,000 messages of 300 bytes failed at max_allowed_packet=512K
+    because inserts were batched into statements of about 1 MB."""
+    messages = [Message.text("user", f"{i:05d}" + "x" * 295) for i in range(3000)]
+    with closing(connect(small_packet_db)) as conn:
+        assert _query(small_packet_db, "SELECT @@max_allowed_packet") == [(_SMALL_PACKET,)]
+        store = MySQLStore(conn)
+        store.save("s", messages)
+        assert MySQLStore(lambda: connect(small_packet_db)).messages("s") == messages
+
+
+def test_a_value_too_large_for_the_packet_limit_is_refused_naming_it(small_packet_db: str) -> None:
+    """A message or steer no statement can carry is refused before it is sent, with an
+    error naming max_allowed_packet, and the connection stays usable."""
+    huge = "y" * (_SMALL_PACKET + 1)
+    with closing(connect(small_packet_db)) as conn:
+        store = MySQLStore(conn)
+        store.save("s", _texts(2))
+        with pytest.raises(StoreError, match=r"^save to session 's' failed: message 2 is .*"
+                           r"max_allowed_packet \(524,288 bytes\)"):
+            store.save("s", [*_texts(2), Message.text("user", huge)])
+        with pytest.raises(StoreError, match=r"^add_steer to session 's' failed: the steer is .*"
+                           r"max_allowed_packet \(524,288 bytes\)"):
+            store.add_steer("s", huge)
+        assert store.messages("s") == _texts(2)
+        assert store.take_steers("s") == []
 
 
 # -- provisioning -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """What the PostgreSQL store and its provisioning promise beyond the shared suite:
 idempotent DDL, least privilege, errors that name the session, NUL round trips,
-incremental saves, and where throwaway databases come from."""
+incremental saves, lost connections, and where throwaway databases come from."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pytest
 
 from storetest import _databases
 from storetest._databases import postgres as provisioning
-from storetest.contract import Message, StoreError, Text, ToolCall
+from storetest.contract import Message, OutcomeUnknown, StoreError, Text, ToolCall
+from tests.faults.proxy import POSTGRES_COMMIT, CuttingProxy
 
 asyncpg = pytest.importorskip("asyncpg")
 
@@ -89,7 +90,7 @@ def test_a_role_with_only_dml_rights_can_use_the_store(storetest_postgres_url: s
                 "GRANT SELECT, INSERT, UPDATE, DELETE ON storetest_sessions, "
                 f"storetest_messages, storetest_steers TO {role}"
             )
-            await admin.execute(f"GRANT USAGE ON SEQUENCE storetest_steers_id_seq TO {role}")
+            # No grant on storetest_steers_id_seq: an identity column needs none.
             app = await asyncpg.create_pool(
                 _as_user(storetest_postgres_url, role), min_size=1, max_size=2
             )
@@ -331,6 +332,188 @@ def test_concurrent_takers_on_two_pools_get_each_steer_once_in_order(
     assert sorted(flat) == [f"{i:04d}" for i in range(count)], "lost or duplicated steers"
     for take in takes:
         assert take == sorted(take), f"a take came out of order: {take}"
+
+
+# Lost connections ------------------------------------------------------------------
+
+
+class _ReleaseFails:
+    """A real pool whose release raises after giving the connection back, as asyncpg's
+    did when a terminated backend left the protocol mid-operation."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    def acquire(self) -> _ReleaseFails._Acquire:
+        return _ReleaseFails._Acquire(self.pool)
+
+    class _Acquire:
+        def __init__(self, pool: Any) -> None:
+            self.pool = pool
+
+        async def __aenter__(self) -> Any:
+            self.conn = await self.pool.acquire()
+            return self.conn
+
+        async def __aexit__(self, *exc: object) -> None:
+            await self.pool.release(self.conn)
+            raise asyncpg.exceptions.InternalClientError(
+                "cannot switch to state 15; another operation (2) is in progress"
+            )
+
+
+def test_a_commit_that_landed_is_a_success_though_the_release_fails(
+    storetest_postgres_url: str,
+) -> None:
+    """Issue 10, items 1 and 2: a take whose release raised lost the steers it had
+    deleted, and asyncpg's raw InternalClientError escaped."""
+    session = _session()
+
+    async def main() -> tuple[list[str], list[str], list[Message]]:
+        pool = await _pool(storetest_postgres_url)
+        try:
+            store = PostgresStore(_ReleaseFails(pool))
+            await store.add_steer(session, "one")
+            await store.add_steer(session, "two")
+            await store.save(session, [Message.text("user", "kept")])
+            taken = await store.take_steers(session)
+            return taken, await PostgresStore(pool).take_steers(session), await store.messages(session)
+        finally:
+            await pool.close()
+
+    taken, left, transcript = run(main)
+    assert taken == ["one", "two"]
+    assert left == []
+    assert transcript == [Message.text("user", "kept")]
+
+
+def _proxied(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    return urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{port}", parts.path, parts.query, ""))
+
+
+@pytest.mark.parametrize("operation", ["save", "add_steer", "take_steers"])
+def test_a_connection_lost_after_commit_raises_outcome_unknown(
+    storetest_postgres_url: str, operation: str
+) -> None:
+    """Issue 10, item 3: a COMMIT that reached the server, whose answer never came
+    back, was reported as a failure that changed nothing; here it lands, and the
+    store must say the outcome is unknown (a take: with the steers it read)."""
+    session = _session()
+    parts = urlsplit(storetest_postgres_url)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+
+    async def main() -> tuple[OutcomeUnknown, list[Message], list[str]]:
+        pool = await _pool(storetest_postgres_url)
+        cut_pool = await asyncpg.create_pool(
+            _proxied(storetest_postgres_url, proxy.port), min_size=1, max_size=1
+        )
+        try:
+            direct, cut = PostgresStore(pool), PostgresStore(cut_pool)
+            await direct.save(session, [Message.text("user", "old")])
+            await direct.add_steer(session, "queued")
+            proxy.cut_after_commit(POSTGRES_COMMIT)
+            with pytest.raises(OutcomeUnknown) as info:
+                if operation == "save":
+                    await cut.save(session, [Message.text("user", "new")])
+                elif operation == "add_steer":
+                    await cut.add_steer(session, "added")
+                else:
+                    await cut.take_steers(session)
+            assert proxy.cut.is_set(), "the proxy never saw the COMMIT"
+            # The pool replaces the lost connection: the handle keeps working.
+            transcript = await cut.messages(session)
+            return info.value, transcript, await direct.take_steers(session)
+        finally:
+            await cut_pool.close()
+            await pool.close()
+            proxy.close()
+
+    error, transcript, left = run(main)
+    message = str(error)
+    assert message.startswith(f"{'take_steers from' if operation == 'take_steers' else operation + ' to'} "
+                              f"session {session!r} may or may not have taken effect: "), message
+    assert "after COMMIT was sent" in message
+    # The COMMIT landed: the save replaced, the add queued, the take removed.
+    if operation == "save":
+        assert transcript == [Message.text("user", "new")]
+    else:
+        assert transcript == [Message.text("user", "old")]
+    assert left == {"save": ["queued"], "add_steer": ["queued", "added"], "take_steers": []}[operation]
+    assert error.steers == (["queued"] if operation == "take_steers" else [])
+
+
+async def _terminate_when_waiting(admin: Any) -> int:
+    """Terminate the backend that waits on a lock held by ``admin``; its pid."""
+    for _ in range(3000):  # gives up after about 30 s: a hang, not a timing assertion
+        pid = await admin.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() LIMIT 1"
+        )
+        if pid is not None:
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+            return int(pid)
+        await asyncio.sleep(0.01)
+    raise AssertionError("the store never waited on the lock the test holds")
+
+
+@pytest.mark.parametrize("operation", ["save", "add_steer", "take_steers"])
+def test_a_backend_terminated_mid_transaction_names_the_cause_and_changes_nothing(
+    storetest_postgres_url: str, operation: str
+) -> None:
+    """Issue 10, item 4 (and the other half of item 3): terminated while it waits on a
+    lock the test holds, an operation fails with the server's reason in its own text,
+    not "cannot call Transaction.__aexit__()", and leaves everything as it was."""
+    session = _session()
+    key = session.encode()
+
+    async def main() -> tuple[StoreError, list[Message], list[str], list[str]]:
+        pool = await _pool(storetest_postgres_url)
+        admin = await asyncpg.connect(storetest_postgres_url)
+        try:
+            store = PostgresStore(pool)
+            await store.save(session, [Message.text("user", "old")])
+            await store.add_steer(session, "queued")
+            lock = admin.transaction()
+            await lock.start()
+            await admin.execute(
+                "SELECT 1 FROM storetest_sessions WHERE session = $1 FOR UPDATE", key
+            )
+            if operation == "save":
+                call = store.save(session, [Message.text("user", "new")])
+            elif operation == "add_steer":
+                call = store.add_steer(session, "added")
+            else:
+                call = store.take_steers(session)
+            task = asyncio.ensure_future(call)
+            await _terminate_when_waiting(admin)
+            with pytest.raises(StoreError) as info:
+                await task
+            await lock.rollback()
+            # Still usable: the pool replaced the terminated connection.
+            await store.add_steer(session, "after")
+            return (
+                info.value,
+                await PostgresStore(pool).messages(session),
+                await store.take_steers(session),
+                await store.take_steers(session),
+            )
+        finally:
+            await admin.close()
+            await pool.close()
+
+    error, transcript, steers, empty = run(main)
+    assert type(error) is StoreError
+    operation_text = "take_steers from" if operation == "take_steers" else f"{operation} to"
+    assert str(error).startswith(f"{operation_text} session {session!r} failed: "), str(error)
+    assert "terminating connection due to administrator command" in str(error)
+    # The error that broke the transaction, not a failed rollback's.
+    assert "__aexit__" not in str(error)
+    assert isinstance(error.__cause__, asyncpg.PostgresError)
+    assert transcript == [Message.text("user", "old")]
+    assert steers == ["queued", "after"]
+    assert empty == []
 
 
 # Provisioning ----------------------------------------------------------------------

@@ -12,18 +12,21 @@ replica factory may also ask for ``primary``, the store the factory made.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable
+import inspect
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from storetest._harness import open_target, parameter_names
-from storetest.clauses import CLAUSES, ConformanceFailure, conformance_failures
-from storetest.plugin import PROFILES
+from storetest import ClauseResult, check
+from storetest.clauses import CLAUSES
 
-__all__ = ["BrokenStore", "diagnoses", "registry", "run_clause"]
+__all__ = ["BrokenStore", "diagnoses", "fixtures_outside_pytest", "registry", "run_clause"]
 
-_CLAUSES = {clause.__name__: clause for clause in CLAUSES}
+_CLAUSES = {clause.name for clause in CLAUSES}
 _MODULES = ("memory_variants", "sqlite_variants", "postgres_variants", "mysql_variants")
 
 
@@ -34,7 +37,7 @@ class BrokenStore:
     name: str
     bug: str  #: the bug, one line
     wild: str  #: where it happens in the wild
-    clause: str  #: the clause function (storetest/clauses.py) that must catch it
+    clause: str  #: the clause (a function in storetest/clauses/) that must catch it
     diagnosis: str  #: a substring of the diagnosis that clause must give
     factory: Callable[..., Any]
     replica: Callable[..., Any] | None = None
@@ -53,8 +56,12 @@ class BrokenStore:
 
     def fixtures(self) -> list[str]:
         """The pytest fixtures its factories need."""
-        names = [*parameter_names(self.factory), *parameter_names(self.replica or self.factory)]
+        names = [*_parameters(self.factory), *_parameters(self.replica or self.factory)]
         return [n for n in dict.fromkeys(names) if n != "primary"]
+
+
+def _parameters(fn: Callable[..., Any]) -> list[str]:
+    return [p.name for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
 
 
 def registry() -> list[BrokenStore]:
@@ -75,30 +82,45 @@ def run_clause(
     seed: int,
     profile: str | None = None,
     clause: str | None = None,
-) -> ConformanceFailure | None:
-    """Run one clause (by default the one meant for ``broken``) against a fresh store;
-    return the :class:`ConformanceFailure` it raised, or ``None`` if it passed.
-
-    Built as ``run_conformance`` builds each clause test: a new event loop, the store
-    (and replica) behind :class:`Handle`, a :class:`Target` with the profile and seed.
-    Any other error (the store crashed) propagates.
+) -> ClauseResult | None:
+    """Run one clause (by default the one meant for ``broken``) against a fresh store
+    through :func:`storetest.check`; return its result if it failed, ``None`` if it passed.
 
     :param fixture: gives a pytest fixture's value by name (``request.getfixturevalue``).
+    :raises AssertionError: the clause did neither (skipped, not claimed, or errored).
     """
     name = clause or broken.clause
-    available = {n: fixture(n) for n in broken.fixtures()}
-    settings = PROFILES[profile or broken.profile]
-    with open_target(name, broken.factory, broken.replica, available, settings, seed) as target:
-        try:
-            _CLAUSES[name](target)
-        except BaseException as exc:
-            failures = conformance_failures(exc)
-            if failures:
-                return failures[0]
-            raise
+    report = check(broken.factory, broken.replica, clauses=[name], profile=profile or broken.profile,
+                   seed=seed, fixtures=fixture, name=broken.name)
+    (result,) = report.results
+    if result.outcome == "passed":
         return None
+    assert result.outcome == "failed", (
+        f"{broken.name}: {name} did not run: {result.outcome}: {result.details or result.diagnosis}"
+    )
+    return result
 
 
-def diagnoses(failure: ConformanceFailure) -> list[str]:
+@contextlib.contextmanager
+def fixtures_outside_pytest() -> Iterator[Callable[[str], Any]]:
+    """What the broken stores' factories ask for, outside pytest (the scripts): a new
+    ``tmp_path`` each time, and one throwaway database per backend for the whole block."""
+    from storetest import databases
+
+    with contextlib.ExitStack() as stack:
+        urls: dict[str, str] = {}
+
+        def fixture(name: str) -> Any:
+            if name == "tmp_path":
+                return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="broken-")))
+            backend = name.removeprefix("storetest_").removesuffix("_url")
+            if backend not in urls:
+                urls[backend] = stack.enter_context(databases.throwaway(backend))
+            return urls[backend]
+
+        yield fixture
+
+
+def diagnoses(failure: ClauseResult) -> list[str]:
     """The failure's summary diagnosis, then every violation's."""
     return [failure.diagnosis, *(v.diagnosis for v in failure.violations)]

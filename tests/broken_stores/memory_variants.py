@@ -13,9 +13,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from reference_stores.memory import MemoryBackend, MemoryStore
 from storetest.contract import (
@@ -26,6 +29,7 @@ from storetest.contract import (
     ToolCall,
     check_messages,
     check_session_id,
+    check_steer_text,
 )
 from tests.broken_stores import BrokenStore
 
@@ -409,6 +413,159 @@ class HashPrefixIdStore(_KeyedStore):
         return hashlib.sha1(session.encode("utf-8")).hexdigest()[:1]
 
 
+
+# --- shapes the verdict issue found slipping through ------------------------------------
+
+
+def _lock(backend: MemoryBackend) -> threading.Lock:
+    """One lock per backend, shared by its replicas (a plain store's mutex)."""
+    lock: threading.Lock | None = getattr(backend, "_plain_lock", None)
+    if lock is None:
+        lock = threading.Lock()
+        backend._plain_lock = lock  # type: ignore[attr-defined]
+    return lock
+
+
+class PlainMemoryStore:
+    """A correct plain-method (threaded) memory store: every method holds the backend's
+    lock from start to end. The base of the plain variants below."""
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        self.backend = backend if backend is not None else MemoryBackend()
+        self.lock = _lock(self.backend)
+
+    def replica(self) -> PlainMemoryStore:
+        return type(self)(self.backend)
+
+    def save(self, session: str, messages: Sequence[Message]) -> None:
+        session, checked = check_session_id(session), check_messages(messages)
+        with self.lock:
+            self.backend.transcripts[session] = checked
+
+    def messages(self, session: str) -> list[Message]:
+        session = check_session_id(session)
+        with self.lock:
+            return list(self.backend.transcripts.get(session, ()))
+
+    def add_steer(self, session: str, text: str) -> None:
+        session, text = check_session_id(session), check_steer_text(text)
+        with self.lock:
+            self.backend.steers.setdefault(session, []).append(text)
+
+    def take_steers(self, session: str) -> list[str]:
+        session = check_session_id(session)
+        with self.lock:
+            return self.backend.steers.pop(session, [])
+
+
+class PlainTwoStepSaveStore(PlainMemoryStore):
+    """A plain store whose save is two locked steps: clear the transcript, then fill
+    it. Each step is atomic; the save is not.
+
+    In the wild: ``DELETE`` and ``INSERT`` as two autocommitted statements from a
+    thread pool; a Redis ``DEL`` then ``RPUSH`` from a synchronous client.
+    """
+
+    def save(self, session: str, messages: Sequence[Message]) -> None:
+        session, checked = check_session_id(session), check_messages(messages)
+        with self.lock:
+            self.backend.transcripts[session] = ()
+        with self.lock:
+            self.backend.transcripts[session] = (*self.backend.transcripts.get(session, ()), *checked)
+
+
+class PlainTwoStepTakeStore(PlainMemoryStore):
+    """A plain store whose take reads the queue in one locked step and trims what it
+    read in a second: two takers between the steps both get the same steers.
+
+    In the wild: ``SELECT`` then ``DELETE ... WHERE id IN (...)`` in autocommit from
+    threads; ``LRANGE`` then ``LTRIM`` from a synchronous Redis client.
+    """
+
+    def take_steers(self, session: str) -> list[str]:
+        session = check_session_id(session)
+        with self.lock:
+            taken = list(self.backend.steers.get(session, []))
+        with self.lock:
+            del self.backend.steers.get(session, [])[: len(taken)]
+        return taken
+
+
+class ForgetfulStore(MemoryStore):
+    """Saves to a session after its 11th are silently dropped.
+
+    In the wild: a per-session row or item limit reached without an error (a capped
+    collection, a ``LIMIT`` on an upsert batch, a quota layer that swallows its error).
+    """
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.saves: Counter[str] = Counter()
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        self.saves[check_session_id(session)] += 1
+        if self.saves[session] <= 11:
+            await super().save(session, messages)
+
+
+class ReusedResultListStore(MemoryStore):
+    """Each handle returns one and the same list from every ``messages()`` call,
+    refilled each time, so a later call changes what an earlier call returned.
+
+    In the wild: a buffer reused to avoid allocations; a cursor's result list handed
+    out directly.
+    """
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.result: list[Message] = []
+
+    async def messages(self, session: str) -> list[Message]:
+        stored = await super().messages(session)
+        self.result.clear()
+        self.result.extend(stored)
+        return self.result
+
+
+_NOTHING: list[Message] = []
+
+
+class SharedEmptyDefaultStore(MemoryStore):
+    """Every never-used session gets the same module-level ``[]``.
+
+    In the wild: ``return self.data.get(key, EMPTY)``, ``def messages(..., default=[])``.
+    """
+
+    async def messages(self, session: str) -> list[Message]:
+        stored = await super().messages(session)
+        return stored if stored else _NOTHING
+
+
+class NegativeSteerCacheStore(MemoryStore):
+    """A handle that found a session's queue empty answers ``[]`` without asking the
+    backend again, until it adds a steer itself.
+
+    In the wild: a per-process "nothing queued" cache to save round trips on every
+    model request, invalidated only by this process's own writes.
+    """
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.empty: set[str] = set()
+
+    async def add_steer(self, session: str, text: str) -> None:
+        await super().add_steer(session, text)
+        self.empty.discard(session)
+
+    async def take_steers(self, session: str) -> list[str]:
+        if check_session_id(session) in self.empty:
+            return []
+        taken = await super().take_steers(session)
+        if not taken:
+            self.empty.add(session)
+        return taken
+
+
 # --- factories -------------------------------------------------------------------------
 
 
@@ -421,15 +578,15 @@ def jsonb_arguments_replica(primary: JsonbArgumentsStore) -> JsonbArgumentsStore
     return JsonbArgumentsStore(primary.backend)
 
 
-def _replica(primary: MemoryStore) -> MemoryStore:
-    return primary.replica()  # type: ignore[no-any-return]
+def _replica(primary: Any) -> Any:
+    return primary.replica()
 
 
 def _broken(
-    name: str, cls: type[MemoryStore], bug: str, wild: str, clause: str, diagnosis: str,
+    name: str, cls: type[MemoryStore] | type[PlainMemoryStore], bug: str, wild: str, clause: str, diagnosis: str,
     *, replica: bool = False, racy: bool = False, profile: str = "fast",
 ) -> BrokenStore:
-    def factory() -> MemoryStore:
+    def factory() -> Any:
         return cls()
 
     factory.__name__ = factory.__qualname__ = "make_" + name.replace("-", "_")
@@ -510,4 +667,28 @@ BROKEN: list[BrokenStore] = [
             "sessions keyed by a 1-hex-digit SHA-1 prefix (16 shards, id not kept)",
             "hash-prefix sharding that forgets the full id; a short hash as the whole key",
             "sessions_are_isolated", "ids hashed or truncated"),
+    _broken("memory-plain-two-step-save", PlainTwoStepSaveStore,
+            "a plain (threaded) save in two locked steps: clear, then fill",
+            "DELETE then INSERT autocommitted from a thread pool; DEL then RPUSH, sync client",
+            "concurrent_saves_leave_one_transcript", "transcript torn", racy=True),
+    _broken("memory-plain-two-step-take", PlainTwoStepTakeStore,
+            "a plain (threaded) take in two locked steps: read, then trim",
+            "SELECT then DELETE autocommitted from threads; LRANGE then LTRIM, sync client",
+            "steers_are_taken_exactly_once_under_concurrency", "duplicated", racy=True),
+    _broken("memory-forgets-after-11-saves", ForgetfulStore,
+            "saves to a session after its 11th are silently dropped",
+            "per-session row or item caps that swallow their error",
+            "long_histories_keep_every_save", "the save was lost"),
+    _broken("memory-reused-result-list", ReusedResultListStore,
+            "every messages() call returns one reused list, refilled",
+            "buffers reused to avoid allocations; a cursor's list handed out",
+            "stored_data_is_not_aliased", "a later call changed a list an earlier messages() returned"),
+    _broken("memory-shared-empty-default", SharedEmptyDefaultStore,
+            "every unknown session gets one shared module-level []",
+            "data.get(key, EMPTY); a mutable default argument",
+            "stored_data_is_not_aliased", "one shared [] for every unknown session"),
+    _broken("memory-negative-steer-cache", NegativeSteerCacheStore,
+            "a handle caches 'queue empty' and stops asking until it adds a steer itself",
+            "per-process caches that save a round trip per model request",
+            "steers_are_taken_once_across_replicas", "cached \"queue is empty\"", replica=True),
 ]

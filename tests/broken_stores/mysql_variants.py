@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 
 import pymysql
 
-from storetest._databases.mysql import connect
 from storetest.codec import decode_message, encode_message
 from storetest.contract import (
     Message,
@@ -30,6 +29,7 @@ from storetest.contract import (
     check_session_id,
     check_steer_text,
 )
+from storetest.databases import mysql_connection as connect
 from tests.broken_stores import BrokenStore
 
 _RETRYABLE = frozenset({1213, 1205})  # deadlock, lock wait timeout

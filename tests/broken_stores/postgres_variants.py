@@ -223,6 +223,50 @@ class DeleteThenInsertStore(PostgresStore):
 # --- factories ---------------------------------------------------------------------------
 
 
+UPSERT_SCHEMA = """
+CREATE TABLE messages (
+    session  bytea   NOT NULL,
+    position integer NOT NULL,
+    body     text    NOT NULL,
+    PRIMARY KEY (session, position)
+);
+CREATE TABLE steers (
+    id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session bytea  NOT NULL,
+    text    bytea  NOT NULL
+);
+"""
+
+
+class UnorderedReadStore(JsonbMessagesStore):
+    """Saves update changed rows in place (an upsert per position) and reads them back
+    with no ``ORDER BY``.
+
+    An updated row is a new tuple at the end of the heap, so after the first message
+    is rewritten a sequential scan returns it last. In the wild: a SQLAlchemy store
+    written from the contract that forgot ``order_by`` in ``messages()``; it passes on
+    SQLite, whose rowid order happens to match.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        key = check_session_id(session).encode("utf-8")
+        new = check_messages(messages)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM messages WHERE session = $1 AND position >= $2", key, len(new))
+            await conn.executemany(
+                "INSERT INTO messages (session, position, body) VALUES ($1, $2, $3) "
+                "ON CONFLICT (session, position) DO UPDATE SET body = EXCLUDED.body "
+                "WHERE messages.body IS DISTINCT FROM EXCLUDED.body",
+                [(key, i, encode_message(m)) for i, m in enumerate(new)],
+            )
+
+    async def messages(self, session: str) -> list[Message]:
+        key = check_session_id(session).encode("utf-8")
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch("SELECT body FROM messages WHERE session = $1", key)
+        return [decode_message(r["body"]) for r in rows]
+
+
 async def _in_fresh_schema(
     url: str, ddl: str, make: Callable[[Any], Any]
 ) -> AsyncIterator[Any]:
@@ -267,7 +311,19 @@ async def delete_then_insert_store(storetest_postgres_url: str) -> AsyncIterator
         yield store
 
 
+async def unordered_read_store(storetest_postgres_url: str) -> AsyncIterator[Any]:
+    async for store in _in_fresh_schema(storetest_postgres_url, UPSERT_SCHEMA, UnorderedReadStore):
+        yield store
+
+
 BROKEN: list[BrokenStore] = [
+    BrokenStore(
+        "postgres-read-without-order-by",
+        "saves upsert changed rows in place; messages() has no ORDER BY",
+        "a SQLAlchemy store that forgot order_by (passes on SQLite)",
+        "long_histories_keep_every_save", "messages came back in another order",
+        unordered_read_store,
+    ),
     BrokenStore(
         "postgres-jsonb-messages",
         "messages in a jsonb column, tool-call arguments embedded as JSON",

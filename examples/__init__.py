@@ -1,0 +1,1 @@
+"""Examples that run from a clone of the repository (``python -m examples.sessions``)."""

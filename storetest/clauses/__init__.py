@@ -1,0 +1,26 @@
+"""The clauses of the contract, one function each, grouped by topic:
+
+- :mod:`~storetest.clauses.content`: what goes in comes out (round trips, raw JSON,
+  large values, bad input);
+- :mod:`~storetest.clauses.transcripts`: saves replace, long histories, unknown
+  sessions, isolation, aliasing, concurrent saves;
+- :mod:`~storetest.clauses.steers`: order, exactly once, races, independence;
+- :mod:`~storetest.clauses.replicas`: two handles on one backend;
+- :mod:`~storetest.clauses.model`: a state machine against a plain model.
+
+A clause takes a ``Target`` (the store, maybe a replica, the event loop, profile and
+seed) and raises :class:`~storetest.failures.ConformanceFailure` listing every
+violation it saw. Its docstring's first paragraph is what it promises; the rest names
+the real bugs it exists for. :data:`CLAUSES` lists them in the order they run.
+"""
+
+import importlib
+
+from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
+
+#: The topic modules, in the order their clauses run; importing one registers its clauses.
+TOPICS = ("content", "transcripts", "steers", "replicas", "model")
+for _topic in TOPICS:
+    importlib.import_module(f"{__name__}.{_topic}")
+
+__all__ = ["CLAUSES", "TOPICS", "Clause", "clause", "clause_named"]

@@ -1,0 +1,61 @@
+"""How hard a run tries: one small value per profile, read by the plugin, the command
+and :func:`storetest.check` alike.
+
+``fast`` is the default (seconds per store); ``ci`` doubles it; ``thorough`` is slow
+and opt-in. No deadlines anywhere: a real database's latency is not the store's bug.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile", "profile_named"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One level of effort."""
+
+    name: str
+    #: Hypothesis examples per property.
+    examples: int
+    #: Operations in one run of the state machine (``store_matches_model``); long runs
+    #: catch stores that misbehave only after many saves.
+    model_steps: int
+    #: Rounds of each concurrency clause; each round starts its callers together.
+    race_rounds: int
+    #: Successful shrinks Hypothesis may make of one failure before it reports the
+    #: smallest example found so far; a count, so a replay shrinks exactly the same.
+    shrink_steps: int
+    #: A backstop in seconds for stores so slow that the steps take too long; the
+    #: report says when it cut shrinking short (a replay may then differ).
+    shrink_seconds: float
+
+
+PROFILES: Final[dict[str, Profile]] = {
+    p.name: p
+    for p in (
+        Profile("fast", examples=20, model_steps=60, race_rounds=16, shrink_steps=40, shrink_seconds=3.0),
+        Profile("ci", examples=40, model_steps=100, race_rounds=32, shrink_steps=100, shrink_seconds=15.0),
+        Profile("thorough", examples=400, model_steps=300, race_rounds=160, shrink_steps=500,
+                shrink_seconds=120.0),
+    )
+}
+
+DEFAULT_PROFILE: Final = "fast"
+
+
+def profile_named(name: str | None) -> Profile:
+    """The profile called ``name``; ``None`` means ``STORETEST_PROFILE`` or the default.
+
+    :raises ValueError: no profile has that name.
+    """
+    name = name or os.environ.get("STORETEST_PROFILE") or DEFAULT_PROFILE
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown storetest profile {name!r}; choose one of {', '.join(PROFILES)}"
+        ) from None

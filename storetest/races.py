@@ -1,0 +1,150 @@
+"""The race engine: start several calls into a store at the same moment.
+
+A race that never overlaps proves nothing. Async stores are raced by tasks released
+together from one event; plain stores by threads that meet at a barrier, with the
+interpreter's thread switch interval narrowed for the race (at the default 5 ms a
+short method runs to completion before the next thread is even scheduled, so two
+locked steps of one method never interleave with another call). This module is the
+one place that knows threads from tasks; clauses call :func:`together`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
+from typing import Final, TypeVar
+
+__all__ = ["RACE_SWITCH_INTERVAL", "gather_all", "preemptible", "start_line", "together", "wait_at"]
+
+T = TypeVar("T")
+
+#: The thread switch interval during a race of plain calls, in seconds.
+RACE_SWITCH_INTERVAL: Final = 1e-6
+
+#: Longest wait at the barrier: a call that never reaches the store (it failed before)
+#: must not hang the others.
+_BARRIER_TIMEOUT: Final = 2.0
+
+class StartLine:
+    """Where racing threads wait for each other. Not a ``threading.Barrier``: its
+    waiters wake one at a time through a condition's lock, so the first one released
+    finishes a short call before the last has woken. Here every thread spins until all
+    have arrived, and all are running when the last one comes."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.arrived = 0
+        self.lock = threading.Lock()
+        self.go = False
+
+    def wait(self) -> None:
+        with self.lock:
+            self.arrived += 1
+            if self.arrived >= self.parties:
+                self.go = True
+        deadline = time.monotonic() + _BARRIER_TIMEOUT
+        while not self.go and time.monotonic() < deadline:
+            pass  # spinning keeps this thread runnable; the narrowed interval shares the GIL
+
+
+_START: contextvars.ContextVar[StartLine | None] = contextvars.ContextVar(
+    "storetest_start_line", default=None
+)
+
+
+def start_line() -> StartLine | None:
+    """The barrier the current task's first plain call must wait at, once; ``None``
+    outside a race or after that first call. The plain-call adapter calls this."""
+    barrier = _START.get()
+    if barrier is not None:
+        _START.set(None)
+    return barrier
+
+
+def wait_at(line: StartLine | None) -> None:
+    # A party that never comes (its call failed first) costs the others the timeout.
+    if line is not None:
+        line.wait()
+
+
+@contextmanager
+def preemptible(roots: Sequence[str]) -> Iterator[None]:
+    """Yield this thread to the others between any two lines of the store's own code
+    (files under ``roots``) while the block runs.
+
+    A narrowed switch interval alone is not enough: CPython switches threads only where
+    it checks for requests (a Python function starting, a loop jumping back), so a
+    method like ``with lock: read`` / ``with lock: trim`` has no switch point between
+    its steps, and on a busy machine waking another thread takes longer than the whole
+    method. A line tracer that sleeps for zero seconds makes every line a point where
+    the other racers run, as ``await asyncio.sleep(0)`` does for tasks. Frames outside
+    ``roots`` (drivers, the standard library) are not traced.
+    """
+
+    def local(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
+        if event == "line":
+            time.sleep(0)
+        return local
+
+    def on_call(frame: FrameType, event: str, arg: object) -> Callable[..., object] | None:
+        return local if frame.f_code.co_filename.startswith(tuple(roots)) else None
+
+    previous = sys.gettrace()
+    sys.settrace(on_call if roots else previous)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+@contextmanager
+def _narrow_switch_interval() -> Iterator[None]:
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(RACE_SWITCH_INTERVAL)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
+
+
+async def gather_all(work: Sequence[Awaitable[T]]) -> list[T]:
+    """``asyncio.gather`` that waits for every task before raising the first error, so
+    no task is left running against the store when a clause fails."""
+    results = await asyncio.gather(*work, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]
+
+
+async def together(calls: Sequence[Callable[[], Awaitable[T]]], *, threads: bool) -> list[T]:
+    """Run every call at once and return their results in order, after all finished
+    (the first error is raised then).
+
+    :param threads: the calls go to plain store methods on threads: they meet at a
+        barrier just before entering the store, and the switch interval is narrowed
+        until the last one returns. Otherwise they are tasks released by one event.
+    """
+    go = asyncio.Event()
+    barrier = StartLine(len(calls)) if threads and len(calls) > 1 else None
+
+    async def one(call: Callable[[], Awaitable[T]]) -> T:
+        # Set inside the task, so only this task's first store call sees it.
+        _START.set(barrier)
+        await go.wait()
+        return await call()
+
+    tasks = [asyncio.ensure_future(one(call)) for call in calls]
+    await asyncio.sleep(0)  # every task is now waiting on `go`
+    if barrier is None:
+        go.set()
+        return await gather_all(tasks)
+    with _narrow_switch_interval():
+        go.set()
+        return await gather_all(tasks)

@@ -1,0 +1,465 @@
+"""``storetest.check`` (defined here): run the clauses against a store in code and get every verdict.
+
+The one way the suite runs. The pytest plugin calls it once per clause test, the
+``storetest check`` command once per run, and the project's own tests call it on
+broken stores, as Go's ``fstest.TestFS`` is one call that returns every violation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from storetest._harness import (
+    CAPABILITIES,
+    FactoryError,
+    StoreShapeError,
+    Target,
+    code_roots,
+    new_nonce,
+    open_target,
+    parameter_names,
+)
+from storetest.clauses import CLAUSES, Clause
+from storetest.clauses._support import shrink_budget, stopped_shrinking_early
+from storetest.failures import (
+    Violation,
+    conformance_failures,
+    describe_exception,
+    store_frames,
+)
+from storetest.profiles import Profile, profile_named
+
+__all__ = ["ClauseResult", "Outcome", "Progress", "Report", "check"]
+
+Outcome = Literal["passed", "failed", "skipped", "not claimed", "error"]
+
+SKIP_NO_REPLICA: Final = (
+    "needs a second handle on the same data: pass replica=<factory> to run_conformance or check() "
+    "(its parameters are like the factory's; one named 'primary' gets the first store)"
+)
+RACE_NOTE: Final = (
+    "this clause races: a seed replays its inputs, not the interleaving of its calls; "
+    "it runs {rounds} rounds so that a verdict does not hang on luck"
+)
+_DATABASE_FIXTURES: Final = {
+    "storetest_postgres_url": "postgres",
+    "storetest_mysql_url": "mysql",
+    "storetest_mongodb_url": "mongodb",
+}
+
+
+@dataclass(frozen=True)
+class ClauseResult:
+    """One clause's verdict."""
+
+    clause: str
+    outcome: Outcome
+    #: One line: the kind of corruption seen, or why the clause did not run.
+    diagnosis: str = ""
+    violations: tuple[Violation, ...] = ()
+    #: The full failure text (every violation, the falsifying example, the store's
+    #: own frames of an exception), for the person whose store failed.
+    details: str = ""
+    seconds: float = 0.0
+    #: A seed does not pin this clause's verdict (see ``RACE_NOTE``).
+    races: bool = False
+    promise: str = ""
+    topic: str = ""
+    #: The factory failed (making or tearing down the store), not the clause.
+    setup: bool = False
+    #: The command that replays this failure, when the caller knows a better one than
+    #: ``storetest check`` (the plugin puts its pytest command here).
+    replay: str = ""
+
+
+@dataclass
+class Progress:
+    """What :func:`check` is doing, for a progress display: sent when a clause starts
+    (``result`` is None), every few seconds while it runs, and when it ends."""
+
+    clause: str
+    index: int
+    total: int
+    elapsed: float = 0.0
+    #: Examples, rounds or state-machine runs finished so far in this clause.
+    examples: int = 0
+    result: ClauseResult | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every verdict of one run, in clause order, with what replays it."""
+
+    name: str
+    profile: str
+    seed: int
+    nonce: str
+    results: tuple[ClauseResult, ...]
+    #: Capabilities the store claims by its methods (``transcript``, ``steers``, ...).
+    capabilities: tuple[str, ...] = ()
+    #: Capabilities present only in part: ``{"steers": ["add_steer"]}``.
+    partial: Mapping[str, list[str]] = field(default_factory=dict)
+    #: Clauses that did not run: left out by a selection (``clauses=``), or not
+    #: reached after the factory failed.
+    not_run: tuple[str, ...] = ()
+    #: Why the run stopped early (the factory failed), or "".
+    stopped: str = ""
+    #: The factory and replica as ``module:name``, for the report.
+    target: str = ""
+    replica: str = ""
+    #: When the run started (UTC, ISO 8601), and the versions that made the verdict.
+    started: str = ""
+    versions: Mapping[str, str] = field(default_factory=dict)
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(r.outcome == outcome for r in self.results)
+
+    @property
+    def ok(self) -> bool:
+        """Every claimed clause that ran passed (skips and unclaimed clauses aside)."""
+        return not any(r.outcome in ("failed", "error") for r in self.results)
+
+    def failures(self) -> list[ClauseResult]:
+        return [r for r in self.results if r.outcome in ("failed", "error")]
+
+    def replay(self, clause: str | None = None) -> list[str]:
+        """``storetest check`` options that rerun this run (or one clause) with the
+        same inputs and the same session ids."""
+        args = ["--seed", str(self.seed), "--nonce", self.nonce, "--profile", self.profile]
+        return [*args, "-k", clause] if clause else args
+
+    def summary(self) -> str:
+        parts = [f"{self.count('passed')} passed", f"{self.count('failed')} failed"]
+        extra: tuple[Outcome, ...] = ("error", "skipped", "not claimed")
+        for outcome in extra:
+            if self.count(outcome):
+                parts.append(f"{self.count(outcome)} {outcome}")
+        if self.not_run:
+            parts.append(f"{len(self.not_run)} not run")
+        return f"{len(self.results)} clauses: " + ", ".join(parts)
+
+    def __str__(self) -> str:
+        from storetest.report import render_text
+
+        return render_text(self)
+
+
+def check(
+    factory: Callable[..., Any],
+    replica: Callable[..., Any] | None = None,
+    *,
+    clauses: Iterable[str] | None = None,
+    profile: str | Profile | None = None,
+    seed: int | None = None,
+    nonce: str | None = None,
+    name: str | None = None,
+    skip: Mapping[str, str] | None = None,
+    fixtures: Mapping[str, Any] | Callable[[str], Any] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    heartbeat: float = 10.0,
+) -> Report:
+    """Run the conformance clauses against the store ``factory`` makes; return every verdict.
+
+    :param factory: makes the store under test, afresh for each clause: a plain or
+        async function, or a (async) generator that yields the store and tears it
+        down after the ``yield``. Its parameters are filled by name from ``fixtures``;
+        ``check`` itself supplies ``tmp_path`` (a new directory per clause) and the
+        throwaway-database URLs ``storetest_postgres_url``, ``storetest_mysql_url``
+        and ``storetest_mongodb_url`` (see :mod:`storetest.databases`).
+    :param replica: makes a second handle on the same data, for the replica clauses;
+        a parameter named ``primary`` receives the store ``factory`` made. Without
+        it, those clauses are skipped with a reason that says so.
+    :param clauses: names of the clauses to run (default: all, in order).
+    :param profile: ``"fast"`` (default, or ``STORETEST_PROFILE``), ``"ci"``,
+        ``"thorough"``, or a :class:`~storetest.profiles.Profile`.
+    :param seed: decides every generated input (default: a random one, in the report).
+    :param nonce: with the seed, fixes every session id; pass a report's nonce to
+        replay its run with the same sessions (default: a fresh one).
+    :param name: the run's label in the report (default: the factory's name).
+    :param skip: clause names mapped to the reason this store cannot honestly run them.
+    :param fixtures: values for the factories' parameters: a mapping, or a function
+        from a name to its value (the pytest plugin passes ``request.getfixturevalue``).
+    :param progress: called with a :class:`Progress` when each clause starts, every
+        ``heartbeat`` seconds while it runs, and with its result when it ends.
+    :param heartbeat: seconds between progress calls during a clause.
+    :raises TypeError: ``factory`` or ``replica`` is not callable, or a factory has a
+        parameter nothing supplies.
+    :raises ValueError: an unknown clause name in ``clauses`` or ``skip``, or an
+        unknown profile.
+    """
+    for label, fn in (("factory", factory), ("replica", replica)):
+        if fn is not None and not callable(fn):
+            raise TypeError(
+                f"check({label}=...) must be a callable that returns a store, not "
+                f"{type(fn).__name__}; e.g. check(lambda: MyStore())"
+            )
+    known = [c.name for c in CLAUSES]
+    skip = dict(skip or {})
+    selected = list(known) if clauses is None else list(clauses)
+    for what, names in (("clauses", selected), ("skip", skip)):
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            raise ValueError(f"{what}= names unknown clauses {unknown}; the clauses are: {', '.join(known)}")
+    chosen = profile if isinstance(profile, Profile) else profile_named(profile)
+    run_seed = random.randrange(2**32) if seed is None else int(seed)
+    run_nonce = nonce or new_nonce()
+    wanted = set(selected)
+    order = [c for c in CLAUSES if c.name in wanted]
+    results: list[ClauseResult] = []
+    capabilities: tuple[str, ...] = ()
+    partial: dict[str, list[str]] = {}
+    stopped = ""
+    not_reached: list[str] = []
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    with _Supplier(fixtures, [factory, *([replica] if replica else [])]) as supply:
+        for position, c in enumerate(order):
+            if stopped:
+                not_reached.append(c.name)
+                continue
+            index = CLAUSES.index(c)
+            if c.name in skip:
+                result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic)
+            elif c.replica and replica is None:
+                result = ClauseResult(c.name, "skipped", SKIP_NO_REPLICA, promise=c.promise, topic=c.topic)
+            else:
+                state = Progress(c.name, position, len(order))
+                with _beating(progress, state, heartbeat):
+                    result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state)
+                if found is not None:
+                    capabilities, partial = found
+                if result.outcome == "error" and result.setup:
+                    # The factory fails the same way for every clause: say it once.
+                    stopped = result.diagnosis
+            results.append(result)
+            if progress is not None:
+                progress(Progress(c.name, position, len(order), result.seconds, 0, result))
+    return Report(
+        name=name or _label(factory),
+        profile=chosen.name,
+        seed=run_seed,
+        nonce=run_nonce,
+        results=tuple(results),
+        capabilities=capabilities,
+        partial=partial,
+        not_run=(*(n for n in known if n not in wanted), *not_reached),
+        stopped=stopped,
+        target=_qualified(factory),
+        replica=_qualified(replica) if replica else "",
+        started=started,
+        versions=_versions(),
+    )
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _versions() -> dict[str, str]:
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for package in ("storetest", "hypothesis"):
+        try:
+            out[package] = version(package)
+        except PackageNotFoundError:
+            out[package] = "unknown"
+    return out
+
+
+@contextlib.contextmanager
+def _beating(progress: Callable[[Progress], None] | None, state: Progress, every: float) -> Iterator[None]:
+    """Call ``progress`` now and every ``every`` seconds until the block ends."""
+    if progress is None:
+        yield
+        return
+    progress(state)
+    began = time.perf_counter()
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every):
+            state.elapsed = time.perf_counter() - began
+            progress(state)
+
+    thread = threading.Thread(target=beat, name="storetest-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _label(factory: Callable[..., Any]) -> str:
+    name = getattr(factory, "__name__", "store").strip("_<>") or "store"
+    return "store" if name == "lambda" else name
+
+
+def _run(
+    c: Clause, index: int, factory: Callable[..., Any], replica: Callable[..., Any] | None,
+    supply: _Supplier, profile: Profile, seed: int, nonce: str, state: Progress,
+) -> tuple[ClauseResult, tuple[tuple[str, ...], dict[str, list[str]]] | None]:
+    """Run one clause on a fresh store; never raises (but KeyboardInterrupt)."""
+    started = time.perf_counter()
+    found = None
+    result: ClauseResult | None = None
+
+    def done(outcome: Outcome, diagnosis: str = "", **extra: Any) -> ClauseResult:
+        return ClauseResult(c.name, outcome, diagnosis, seconds=round(time.perf_counter() - started, 3),
+                            races=c.races, promise=c.promise, topic=c.topic, **extra)
+
+    try:
+        with supply.values() as values, open_target(
+            c.name, factory, replica, values, profile, seed, nonce, tag=f"c{index}"
+        ) as t:
+            t.progress = state
+            claimed = set.intersection(*(set(h.capabilities) for h in t.handles()))
+            found = (tuple(sorted(claimed)), dict(t.store.partial))
+            missing = c.needs - claimed
+            if missing:
+                methods = [m for cap in sorted(missing) for m in CAPABILITIES[cap]]
+                result = done("not claimed", f"the store does not claim {', '.join(sorted(missing))} "
+                              f"(it has no {' / '.join(methods)} method)")
+            else:
+                result = _verdict(c, t, done)
+    except (FactoryError, StoreShapeError) as exc:
+        if result is None or result.outcome == "passed":
+            result = _setup_error(exc, factory, done)
+    except Exception as exc:  # a failure outside any clause: the harness, a teardown
+        result = done("error", f"{describe_exception(exc)}", details=store_frames(exc, code_roots(factory)))
+    assert result is not None
+    return result, found
+
+
+def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseResult:
+    reported: list[str] = []
+    try:
+        with shrink_budget(t.profile.shrink_steps, t.profile.shrink_seconds, reported):
+            c.run(t)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        return _failed(c, t, exc, reported, done)
+    return done("passed")
+
+
+def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
+            done: Callable[..., ClauseResult]) -> ClauseResult:
+    failures = conformance_failures(exc)
+    notes = [n for n in getattr(exc, "__notes__", []) if "reproduce_failure" not in n]
+    if failures:
+        violations = [v for f in failures for v in f.violations]
+        diagnosis = failures[0].diagnosis
+        details = "\n".join(str(f) for f in failures)
+    else:
+        violations = []
+        diagnosis = f"the store raised {describe_exception(_innermost(exc))}"
+        details = store_frames(_innermost(exc), code_roots(t.store.raw))
+    first = _first_store_error(t)
+    if first is not None and first[1] not in diagnosis:
+        later = len(t.errors) - 1
+        diagnosis = (f"the store first raised {first[1]} in {first[0]}"
+                     + (f"; {later} later call(s) failed after it" if later else "")
+                     + f" (then: {diagnosis})")
+    extra = []
+    if failures and type(exc).__name__.startswith("Flaky"):
+        extra.append("the failure did not repeat when Hypothesis ran the same example again: the "
+                     "store's answers depend on more than the calls made (state left by earlier calls, "
+                     "a cache, or timing)")
+    if stopped_shrinking_early(reported):
+        extra.append(f"shrinking stopped early after {t.profile.shrink_seconds:g} s (the profile's "
+                     "budget): the example shown may not be the smallest")
+    if c.races:
+        extra.append(RACE_NOTE.format(rounds=t.profile.race_rounds))
+    details = "\n".join([details, *notes, *extra]).strip()
+    return done("failed", diagnosis, violations=tuple(violations), details=details)
+
+
+def _first_store_error(t: Target) -> tuple[str, str] | None:
+    """The store's first unexpected exception, when later errors differ from it (a
+    connection an earlier error left unusable makes every later call fail)."""
+    unexpected = [(where, e) for where, e in t.errors if not isinstance(e, (TypeError, ValueError))]
+    if len(unexpected) < 2:
+        return None
+    where, first = unexpected[0]
+    if all(describe_exception(e) == describe_exception(first) for _, e in unexpected[1:]):
+        return None
+    return where, describe_exception(first)
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The store's exception inside Hypothesis's wrappers (``FlakyFailure`` groups)."""
+    while True:
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        elif type(exc).__module__.startswith("hypothesis") and (exc.__cause__ or exc.__context__):
+            exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        else:
+            return exc
+
+
+def _setup_error(exc: Exception, factory: Callable[..., Any], done: Callable[..., ClauseResult]) -> ClauseResult:
+    if isinstance(exc, FactoryError):
+        cause = exc.error
+        return done("error", f"the {exc.label} raised {describe_exception(cause)} while {exc.stage}",
+                    details=store_frames(cause, code_roots(factory)), setup=True)
+    return done("error", str(exc), setup=True)
+
+
+class _Supplier:
+    """Values for the factories' parameters: the caller's, else a new ``tmp_path`` per
+    clause and throwaway databases kept for the whole run."""
+
+    def __init__(self, given: Mapping[str, Any] | Callable[[str], Any] | None,
+                 factories: list[Callable[..., Any]]) -> None:
+        self.given = given
+        self.names = [n for f in factories for n in parameter_names(f) if n != "primary"]
+        self.stack = contextlib.ExitStack()
+        self.databases: dict[str, str] = {}
+        if not callable(given):
+            for n in self.names:
+                if n not in (given or {}) and n != "tmp_path" and n not in _DATABASE_FIXTURES:
+                    raise TypeError(
+                        f"the factory's parameter {n!r} is not something check() can supply "
+                        f"(it supplies tmp_path, {', '.join(_DATABASE_FIXTURES)}); pass "
+                        f"fixtures={{{n!r}: ...}}"
+                    )
+
+    def __enter__(self) -> _Supplier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    @contextlib.contextmanager
+    def values(self) -> Iterator[dict[str, Any]]:
+        if callable(self.given):
+            yield {n: self.given(n) for n in self.names}
+            return
+        out: dict[str, Any] = {}
+        with contextlib.ExitStack() as per_clause:
+            for n in self.names:
+                if self.given is not None and n in self.given:
+                    out[n] = self.given[n]
+                elif n == "tmp_path":
+                    out[n] = Path(per_clause.enter_context(tempfile.TemporaryDirectory(prefix="storetest-")))
+                else:
+                    out[n] = self._database(_DATABASE_FIXTURES[n])
+            yield out
+
+    def _database(self, backend: str) -> str:
+        if backend not in self.databases:
+            from storetest import databases
+
+            self.databases[backend] = self.stack.enter_context(databases.throwaway(backend))
+        return self.databases[backend]

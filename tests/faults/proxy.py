@@ -1,0 +1,95 @@
+"""A TCP proxy in front of a real database server that can cut a connection at the one
+moment no server-side kill can reach: after COMMIT has reached the server and before
+its answer reaches the client. The server commits; the client sees a lost connection.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+#: asyncpg's COMMIT (a simple query). pymysql's: the COM_QUERY byte, then the text;
+#: the command byte keeps "READ COMMITTED" in SET TRANSACTION from matching.
+POSTGRES_COMMIT = b"COMMIT;"
+MYSQL_COMMIT = b"\x03COMMIT"
+
+
+class CuttingProxy:
+    """Forwards every connection to ``(host, port)``. After :meth:`cut_after_commit`,
+    the next client chunk holding the marker is forwarded, the server's answer is
+    awaited and dropped, and both sides are closed.
+
+    Threads, not asyncio, so it serves a synchronous driver and an event loop alike.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self._target = (host, port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._armed: bytes | None = None
+        self._lock = threading.Lock()
+        #: Set once a cut has happened: the server has answered the COMMIT.
+        self.cut = threading.Event()
+        #: How many COMMITs were cut so far.
+        self.cuts = 0
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut_after_commit(self, marker: bytes) -> None:
+        """Cut after the next client chunk holding ``marker``: the driver's COMMIT as
+        it goes on the wire (``POSTGRES_COMMIT``, ``MYSQL_COMMIT``)."""
+        self.cut.clear()
+        with self._lock:
+            self._armed = marker
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._target)
+            for s in (client, server):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            swallow = threading.Event()
+            threading.Thread(target=self._up, args=(client, server, swallow), daemon=True).start()
+            threading.Thread(target=self._down, args=(server, client, swallow), daemon=True).start()
+
+    def _up(self, client: socket.socket, server: socket.socket, swallow: threading.Event) -> None:
+        try:
+            while data := client.recv(65536):
+                with self._lock:
+                    if self._armed is not None and self._armed in data:
+                        self._armed = None
+                        # Set before forwarding: whatever the server sends next is the answer.
+                        swallow.set()
+                server.sendall(data)
+        except OSError:
+            pass
+        _close(client, server)
+
+    def _down(self, server: socket.socket, client: socket.socket, swallow: threading.Event) -> None:
+        try:
+            while data := server.recv(65536):
+                if swallow.is_set():
+                    # The server answered the COMMIT; the client never hears it.
+                    self.cuts += 1
+                    self.cut.set()
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        _close(client, server)
+
+
+def _close(*sockets: socket.socket) -> None:
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        s.close()

@@ -1,0 +1,114 @@
+"""examples/sessions tells the seed's story, with each replica in its own process, and
+its agent loop collects steers and saves where the seed says it does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from examples.sessions import agent
+from examples.sessions.__main__ import FOLLOW_UP, QUESTION, SESSION, STEER
+from examples.sessions.model import FILES, TOOLS, PrefillRefused, ScriptedModel
+from reference_stores.sqlite import SQLiteStore
+from storetest import Message, ToolResult
+
+ROOT = Path(__file__).resolve().parent.parent
+
+STORY = [
+    "replica B   left a steer in sessions.db, holding no run — there was none yet",
+    "replica A   ran 2 steps and was never told replica B existed",
+    "transcript  5 messages, and the steer is message 1 of them",
+    "replica C   resumed from 5 messages it never produced, and answered",
+    '            "line 8 of lease.go: `return nil, ErrTokenExpired`, reached only while the lease is still valid."',
+    "steers      0 left in the store: it was handed over exactly once",
+]
+
+
+def _python(*args: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "PYTHONIOENCODING": "utf-8"}
+    done = subprocess.run([sys.executable, "-m", "examples.sessions", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, encoding="utf-8", check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_three_replicas_in_three_processes_tell_the_whole_story(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.db"
+    lines = [line for name in ("b", "a", "c") for line in _python("replica", name, "--db", str(db))]
+    assert lines == STORY
+
+
+def test_the_one_command_tells_the_same_story() -> None:
+    assert _python() == STORY
+
+
+class _Recording:
+    """The scripted model, recording each request and what the store held when it came."""
+
+    def __init__(self, reader: SQLiteStore) -> None:
+        self.reader = reader
+        self.requests: list[tuple[Message, ...]] = []
+        self.stored: list[list[Message]] = []
+
+    def reply(self, messages: Sequence[Message]) -> Message:
+        self.requests.append(tuple(messages))
+        self.stored.append(self.reader.messages(SESSION))
+        return ScriptedModel().reply(messages)
+
+
+def test_a_steer_left_mid_run_lands_where_the_run_had_got_to(tmp_path: Path) -> None:
+    """A steer left (through another handle) while the tool runs goes into the very next
+    request, right after the tool result, not at the end of the conversation."""
+    with SQLiteStore(tmp_path / "s.db") as store, SQLiteStore(tmp_path / "s.db") as other:
+        left: list[str] = []
+
+        def read_and_get_steered(arguments: str) -> str:
+            if not left:  # somebody steers while the first tool runs
+                other.add_steer(SESSION, STEER)
+                left.append(STEER)
+            return TOOLS["read_file"](arguments)
+
+        model = _Recording(other)
+        done = agent.run(store, SESSION, [Message.text("user", QUESTION)], model,
+                         {"read_file": read_and_get_steered})
+    assert done.steps == 3
+    assert done.steered == [3]
+    second = model.requests[1]
+    assert second[-1] == Message.text("user", STEER)
+    assert isinstance(second[-2].content[0], ToolResult)
+    assert done.transcript[-1].role == "assistant"
+    assert done.transcript.index(Message.text("user", STEER)) == 3 < len(done.transcript) - 1
+
+
+def test_the_transcript_is_saved_before_every_request_and_once_at_the_end(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store, SQLiteStore(tmp_path / "s.db") as other:
+        model = _Recording(other)
+        done = agent.run(store, SESSION, [Message.text("user", QUESTION)], model, TOOLS)
+        final = other.messages(SESSION)
+    assert done.steps == 2 and done.saves == 3
+    assert [tuple(s) for s in model.stored] == model.requests
+    assert final == done.transcript and final[-1].role == "assistant"
+
+
+def test_without_the_steer_the_model_looks_in_the_wrong_place(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        done = agent.run(store, SESSION, [Message.text("user", QUESTION)], ScriptedModel(), TOOLS)
+    assert "lease" not in done.transcript[-1].content[0].text  # type: ignore[union-attr]
+    assert done.transcript[2].content[0] == ToolResult("call_1", FILES["token.go"])
+
+
+def test_resuming_without_the_new_user_message_is_refused_as_prefill(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.add_steer(SESSION, STEER)
+        agent.run(store, SESSION, [Message.text("user", QUESTION)], ScriptedModel(), TOOLS)
+        resumed = store.messages(SESSION)
+        with pytest.raises(PrefillRefused, match="must end with a user message"):
+            agent.run(store, SESSION, resumed, ScriptedModel(), TOOLS)
+        answered = agent.run(store, SESSION, [*resumed, Message.text("user", FOLLOW_UP)], ScriptedModel(), TOOLS)
+    assert "line 8 of lease.go" in answered.transcript[-1].content[0].text  # type: ignore[union-attr]

@@ -1,0 +1,118 @@
+"""The fault suite on MariaDB/MySQL: SIGKILL of client processes, and connections
+killed at random points (see ``test_faults_sqlite.py`` for what is asserted)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from tests.faults import connkill, kill
+from tests.faults.proxy import MYSQL_COMMIT, CuttingProxy
+from tests.faults.settings import CONNECTION_KILLS, CUT_SHARE, KILLS, SEED, report
+
+pytest.importorskip("pymysql")
+
+from reference_stores.mysql import SCHEMA, MySQLStore
+from storetest._databases.mysql import connect
+
+
+@pytest.fixture
+def mysql_db(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of this test's own, so its connections are easy to find and kill."""
+    server = urlsplit(request.getfixturevalue("storetest_mysql_url"))
+    name = f"storetest_faults_{secrets.token_hex(4)}"
+    root = urlunsplit((server.scheme, server.netloc, "/", "", ""))
+    url = urlunsplit((server.scheme, server.netloc, f"/{name}", "", ""))
+    with closing(connect(root, autocommit=True)) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        with closing(connect(url, autocommit=True)) as conn, conn.cursor() as cur:
+            for statement in SCHEMA:
+                cur.execute(statement)
+        yield url
+    finally:
+        with closing(connect(root, autocommit=True)) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def test_sigkill_of_saving_adding_and_taking_processes(mysql_db: str, tmp_path: Path) -> None:
+    """MariaDB clients killed mid-save, mid-add and mid-take leave whole transcripts
+    and a queue that lost, duplicated and reordered nothing."""
+    conn = connect(mysql_db)
+    try:
+        checker = MySQLStore(conn, cache_sessions=0)
+        figures = kill.run(lambda: MySQLStore(connect(mysql_db)), checker, KILLS, tmp_path, SEED)
+    finally:
+        conn.close()
+    report("SIGKILL mysql", figures)
+
+
+def test_mysql_connections_killed_at_random_points(mysql_db: str) -> None:
+    """KILL and cuts after COMMIT, at random moments of every operation, on stores
+    given one connection and stores given a factory."""
+    parts = urlsplit(mysql_db)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 3306)
+    proxied = urlunsplit((parts.scheme, f"{parts.netloc.rsplit(':', 1)[0]}:{proxy.port}", parts.path, "", ""))
+    rng = random.Random(SEED)
+    kills: Counter[str] = Counter()
+    checker_conn = connect(mysql_db)
+    admin = connect(mysql_db, autocommit=True)
+    single = connect(proxied)
+    stores = [MySQLStore(single), MySQLStore(lambda: connect(proxied))]
+    run = connkill.Run(checker=MySQLStore(checker_conn, cache_sessions=0))
+    sessions = [f"conn-{secrets.token_hex(3)}-{i}" for i in range(2)]
+    errors: list[BaseException] = []
+
+    def thread(work: Any) -> None:
+        try:
+            asyncio.run(work())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=thread, args=(w,)) for w in connkill.workers(run, stores, sessions)]
+    for t in threads:
+        t.start()
+    try:
+        with admin.cursor() as cur:
+            spared = (checker_conn.thread_id(), admin.thread_id())
+            while sum(kills.values()) < CONNECTION_KILLS:
+                threading.Event().wait(connkill.pause(rng))
+                if rng.random() < CUT_SHARE:
+                    before = proxy.cuts
+                    proxy.cut_after_commit(MYSQL_COMMIT)
+                    threading.Event().wait(0.02)
+                    kills["cut after COMMIT"] += proxy.cuts - before
+                    continue
+                cur.execute(
+                    "SELECT id FROM information_schema.processlist WHERE db = %s AND id NOT IN (%s, %s)",
+                    (parts.path.lstrip("/"), *spared),
+                )
+                ids = [row[0] for row in cur.fetchall()]
+                if ids:
+                    try:
+                        cur.execute(f"KILL {int(rng.choice(ids))}")
+                        kills["KILL"] += 1
+                    except Exception as exc:  # it ended by itself meanwhile
+                        if "Unknown thread id" not in str(exc):
+                            raise
+    finally:
+        run.stop.set()
+        for t in threads:
+            t.join()
+        proxy.close()
+    asyncio.run(connkill.drain(run))
+    single.close()
+    checker_conn.close()
+    admin.close()
+    assert not errors, errors
+    report("connection kills mysql", connkill.figures(run, kills))

@@ -1,0 +1,142 @@
+"""The fault suite on PostgreSQL: SIGKILL of client processes, and connections
+killed at random points (see ``test_faults_sqlite.py`` for what is asserted)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from tests.faults import connkill, kill
+from tests.faults.proxy import POSTGRES_COMMIT, CuttingProxy
+from tests.faults.settings import CONNECTION_KILLS, CUT_SHARE, KILLS, SEED, report
+
+asyncpg = pytest.importorskip("asyncpg")
+
+from reference_stores.postgres import SCHEMA, PostgresStore  # noqa: E402
+
+
+class _SyncPostgres:
+    """The parent's view of Postgres: a PostgresStore driven from plain calls."""
+
+    def __init__(self, url: str) -> None:
+        async def pool() -> Any:
+            return await asyncpg.create_pool(url, min_size=1, max_size=1)
+
+        self._runner = asyncio.Runner()
+        self._pool = self._runner.run(pool())
+        self._store = PostgresStore(self._pool)
+
+    def messages(self, session: str) -> Any:
+        return self._runner.run(self._store.messages(session))
+
+    def save(self, session: str, messages: Any) -> None:
+        self._runner.run(self._store.save(session, messages))
+
+    def take_steers(self, session: str) -> list[str]:
+        return self._runner.run(self._store.take_steers(session))
+
+    def close(self) -> None:
+        self._runner.run(self._pool.close())
+        self._runner.close()
+
+
+def _postgres_url(request: pytest.FixtureRequest) -> str:
+    url: str = request.getfixturevalue("storetest_postgres_url")
+
+    async def apply() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(SCHEMA)
+            # Sessions of earlier runs on a server from STORETEST_POSTGRES_URL.
+            await conn.execute(
+                "DELETE FROM storetest_steers WHERE session IN ($1, $2)",
+                kill.QUEUE.encode(), connkill.QUEUE.encode(),
+            )
+        finally:
+            await conn.close()
+
+    asyncio.run(apply())
+    return url
+
+
+def test_sigkill_of_saving_adding_and_taking_processes(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Postgres clients killed mid-save, mid-add and mid-take leave whole transcripts
+    and a queue that lost, duplicated and reordered nothing."""
+    url = _postgres_url(request)
+
+    async def open_store() -> Any:
+        return PostgresStore(await asyncpg.create_pool(url, min_size=1, max_size=1))
+
+    checker = _SyncPostgres(url)
+    try:
+        figures = kill.run(open_store, checker, KILLS, tmp_path, SEED)
+    finally:
+        checker.close()
+    report("SIGKILL postgres", figures)
+
+
+def test_postgres_connections_killed_at_random_points(request: pytest.FixtureRequest) -> None:
+    """pg_terminate_backend and cuts after COMMIT, at random moments of every operation."""
+    url = _postgres_url(request)
+    parts = urlsplit(url)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    proxied = urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
+    application = f"storetest_faults_{secrets.token_hex(4)}"
+    rng = random.Random(SEED)
+    kills: Counter[str] = Counter()
+
+    async def main() -> dict[str, Any]:
+        settings = {"application_name": application}
+        pools = [
+            await asyncpg.create_pool(proxied, min_size=1, max_size=4, server_settings=settings)
+            for _ in range(2)
+        ]
+        direct = await asyncpg.create_pool(url, min_size=1, max_size=2)
+        admin = await asyncpg.connect(url)
+        run = connkill.Run(checker=PostgresStore(direct))
+        sessions = [f"conn-{secrets.token_hex(3)}-{i}" for i in range(2)]
+        tasks = [
+            asyncio.ensure_future(w())
+            for w in connkill.workers(run, [PostgresStore(p) for p in pools], sessions)
+        ]
+        try:
+            while sum(kills.values()) < CONNECTION_KILLS:
+                await asyncio.sleep(connkill.pause(rng))
+                if rng.random() < CUT_SHARE:
+                    before = proxy.cuts
+                    proxy.cut_after_commit(POSTGRES_COMMIT)
+                    await asyncio.sleep(0.02)
+                    kills["cut after COMMIT"] += proxy.cuts - before
+                    continue
+                pids = await admin.fetch(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = $1", application
+                )
+                if pids and await admin.fetchval(
+                    "SELECT pg_terminate_backend($1)", rng.choice(pids)["pid"]
+                ):
+                    kills["pg_terminate_backend"] += 1
+            run.stop.set()
+            await asyncio.gather(*tasks)
+            await connkill.drain(run)
+        finally:
+            run.stop.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await admin.close()
+            for pool in [*pools, direct]:
+                pool.terminate()
+            proxy.close()
+        return connkill.figures(run, kills)
+
+    report("connection kills postgres", asyncio.run(main()))

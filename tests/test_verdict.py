@@ -1,0 +1,257 @@
+"""The suite's verdict can be trusted: races overlap, failures replay, a raise is one
+violation and not the end of a clause, the first error is the one named, shrinking
+has a budget, and the store's own frames are the ones shown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from reference_stores.memory import MemoryBackend, MemoryStore
+from storetest import Message, check, check_session_id
+from storetest.clauses import CLAUSES
+from storetest.profiles import PROFILES, Profile
+from tests.broken_stores.memory_variants import PlainMemoryStore
+
+RACES = [c.name for c in CLAUSES if c.races]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _InFlight:
+    """Counts calls inside the store's own methods, per session: the most in flight
+    at once while a call to that session was running."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.most: dict[str, int] = defaultdict(int)
+
+    def enter(self, session: str) -> None:
+        with self.lock:
+            self.now += 1
+            self.most[session] = max(self.most[session], self.now)
+
+    def leave(self) -> None:
+        with self.lock:
+            self.now -= 1
+
+
+class CountingAsyncStore(MemoryStore):
+    """A correct async store with a round trip (an await) inside every method."""
+
+    def __init__(self, backend: MemoryBackend | None = None, counter: _InFlight | None = None) -> None:
+        super().__init__(backend)
+        self.counter = counter or _InFlight()
+
+    def replica(self) -> CountingAsyncStore:
+        return CountingAsyncStore(self.backend, self.counter)
+
+    async def _counted(self, name: str, session: str, *args: object) -> object:
+        self.counter.enter(session)
+        try:
+            await asyncio.sleep(0)
+            return await getattr(MemoryStore, name)(self, session, *args)
+        finally:
+            self.counter.leave()
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        await self._counted("save", session, messages)
+
+    async def messages(self, session: str) -> list[Message]:
+        return await self._counted("messages", session)  # type: ignore[return-value]
+
+    async def add_steer(self, session: str, text: str) -> None:
+        await self._counted("add_steer", session, text)
+
+    async def take_steers(self, session: str) -> list[str]:
+        return await self._counted("take_steers", session)  # type: ignore[return-value]
+
+
+class CountingPlainStore(PlainMemoryStore):
+    """A correct plain store (one lock held through each method), counted."""
+
+    def __init__(self, backend: MemoryBackend | None = None, counter: _InFlight | None = None) -> None:
+        super().__init__(backend)
+        self.counter = counter or _InFlight()
+
+    def replica(self) -> CountingPlainStore:
+        return CountingPlainStore(self.backend, self.counter)
+
+    def _counted(self, name: str, session: str, *args: object) -> object:
+        self.counter.enter(session)
+        try:
+            return getattr(PlainMemoryStore, name)(self, session, *args)
+        finally:
+            self.counter.leave()
+
+    def save(self, session: str, messages: Sequence[Message]) -> None:
+        self._counted("save", session, messages)
+
+    def messages(self, session: str) -> list[Message]:
+        return self._counted("messages", session)  # type: ignore[return-value]
+
+    def add_steer(self, session: str, text: str) -> None:
+        self._counted("add_steer", session, text)
+
+    def take_steers(self, session: str) -> list[str]:
+        return self._counted("take_steers", session)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("store_class", [CountingAsyncStore, CountingPlainStore], ids=["async", "plain"])
+@pytest.mark.parametrize("clause", RACES)
+def test_concurrency_clauses_overlap_their_callers(store_class: type, clause: str) -> None:
+    """In most rounds of every concurrency clause, two or more calls were inside the
+    store's methods at once, for a correct async store and a correct plain store."""
+    first = store_class()
+    report = check(lambda: first, lambda primary: primary.replica(), clauses=[clause], seed=11)
+    assert report.results[0].outcome == "passed", report.results[0].details
+    rounds = {s: n for s, n in first.counter.most.items() if any(k in s for k in ("race", "torn", "many"))}
+    overlapped = sum(n >= 2 for n in rounds.values())
+    assert rounds, f"{clause} ran no rounds"
+    assert overlapped > len(rounds) / 2, f"{clause}: only {overlapped} of {len(rounds)} rounds overlapped"
+
+
+def test_histories_are_long() -> None:
+    """The state machine runs well past 20 steps on the default profile."""
+    assert PROFILES["fast"].model_steps >= 50
+    assert PROFILES["thorough"].model_steps >= 200
+
+
+class RaisesOnNulAndLowercases(MemoryStore):
+    """Refuses ids with NUL (as Postgres ``text`` does) and folds case."""
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        if "\x00" in check_session_id(session):
+            raise RuntimeError("invalid byte sequence for encoding UTF8: 0x00")
+        await super().save(session.lower(), messages)
+
+    async def messages(self, session: str) -> list[Message]:
+        return await super().messages(check_session_id(session).lower())
+
+
+def test_a_raise_is_one_violation_and_the_clause_goes_on() -> None:
+    report = check(RaisesOnNulAndLowercases, clauses=["sessions_are_isolated"], seed=3)
+    result = report.results[0]
+    texts = [v.diagnosis for v in result.violations]
+    assert any("raised RuntimeError: invalid byte sequence" in t for t in texts), texts
+    assert any("differ only by case" in t for t in texts), texts
+
+
+class PoisonedAfterFirstError(MemoryStore):
+    """After its first error (a NUL in a message), every call fails, as a connection
+    left in an aborted transaction does (LangChain's Postgres history, after jsonb
+    refused a NUL)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.poisoned = False
+
+    def _check(self) -> None:
+        if self.poisoned:
+            raise RuntimeError("current transaction is aborted, commands ignored")
+
+    async def add_steer(self, session: str, text: str) -> None:
+        self._check()
+        await super().add_steer(session, text)
+
+    async def take_steers(self, session: str) -> list[str]:
+        self._check()
+        return await super().take_steers(session)
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        self._check()
+        if "\\x00" in repr(messages):  # a NUL anywhere in the messages
+            self.poisoned = True
+            raise RuntimeError("unsupported Unicode escape sequence \\u0000")
+        await super().save(session, messages)
+
+    async def messages(self, session: str) -> list[Message]:
+        self._check()
+        return await super().messages(session)
+
+
+def test_the_first_error_is_named_when_later_calls_fail_because_of_it() -> None:
+    report = check(PoisonedAfterFirstError, clauses=["store_matches_model"], seed=5)
+    result = report.results[0]
+    assert result.outcome == "failed"
+    assert "unsupported Unicode escape sequence" in result.diagnosis, result.diagnosis
+    assert "Flaky" not in result.diagnosis, result.diagnosis
+
+
+class DropsToolMessages(MemoryStore):
+    """Loses messages holding a tool call once a transcript has three messages: only
+    random transcripts find it, and Hypothesis shrinks what it finds."""
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        kept = list(messages)
+        if len(kept) >= 3:
+            kept = [m for m in kept if not (isinstance(m, Message) and "ToolCall" in repr(m))]
+        await super().save(session, kept)
+
+
+def test_a_slow_shrink_is_cut_short_and_says_so() -> None:
+    quick = Profile("quick-shrink", examples=20, model_steps=60, race_rounds=2, shrink_steps=500,
+                    shrink_seconds=0.0)
+    result = check(DropsToolMessages, clauses=["store_matches_model"], seed=8, profile=quick).results[0]
+    assert result.outcome == "failed"
+    assert "shrinking stopped early" in result.details, result.details
+
+
+def test_a_failure_replays_byte_for_byte_from_two_clean_directories(tmp_path: Path) -> None:
+    """Same seed and nonce, different directories and hash seeds: the same shrunk
+    example, the same sent and got, the same session ids."""
+    source = (Path(__file__).read_text().split("class DropsToolMessages")[1].split("\n\n\n")[0])
+    source = source.replace("len(kept) >= 3", "len(kept) == 2")
+    module = "from reference_stores.memory import MemoryStore\nfrom storetest import Message\n" \
+             "from collections.abc import Sequence\n\n\nclass DropsToolMessages" + source + "\n"
+    outputs = []
+    for hash_seed in ("1", "2"):
+        directory = tmp_path / f"clean{hash_seed}"
+        directory.mkdir()
+        (directory / "dropping.py").write_text(module)
+        report = directory / "report.json"
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
+        run = subprocess.run(
+            [sys.executable, "-m", "storetest.cli", "check", "dropping:DropsToolMessages",
+             "-k", "transcript_round_trips_exactly", "--seed", "1234", "--nonce", "feed01",
+             "--report", str(report), "-q"],
+            cwd=directory, env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert run.returncode == 1, run.stdout + run.stderr
+        (row,) = json.loads(report.read_text())["runs"][0]["clauses"]
+        assert not (directory / ".hypothesis" / "examples").exists(), "an example database was written"
+        # Session ids inside shrunk examples count the examples tried before, which a
+        # shrink cut short by its time budget does not fix; the inputs are fixed.
+        # A shrink cut short by its time budget ends where the clock says; this one
+        # finishes, so what it finds is the seed's alone.
+        assert "shrinking stopped early" not in row["details"]
+        outputs.append((row["diagnosis"], [(v["sent"], v["got"]) for v in row["violations"]],
+                        [v["session"].split("-")[1] for v in row["violations"]]))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][2] == ["feed01"] * len(outputs[0][2])
+
+
+class RaisesDeepInside(MemoryStore):
+    async def take_steers(self, session: str) -> list[str]:
+        return self._helper(session)
+
+    def _helper(self, session: str) -> list[str]:
+        raise ConnectionResetError(f"connection lost while taking steers of {session}")
+
+
+def test_a_store_exception_shows_the_store_frames_first_and_only() -> None:
+    result = check(RaisesDeepInside, clauses=["steers_are_taken_exactly_once_under_concurrency"],
+                   seed=2).results[0]
+    assert result.outcome == "failed"
+    assert result.diagnosis.startswith("the store raised ConnectionResetError"), result.diagnosis
+    assert "test_verdict.py" in result.details and "in _helper" in result.details, result.details
+    assert "asyncio" not in result.details, result.details

@@ -1,0 +1,31 @@
+"""A store written from README.md and docs/contract.md alone (examples/json_file_store.py)
+passes every clause, replicas included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import storetest
+from examples.json_file_store import make_replica, make_store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_store_written_from_the_docs_passes() -> None:
+    report = storetest.check(make_store, make_replica, name="json_file_store")
+    assert report.ok, str(report)
+    assert report.count("passed") == len(report.results)
+
+
+def test_the_command_in_its_docstring_runs_it() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-m", "storetest.cli", "check", "examples.json_file_store:make_store", "--replica",
+         "examples.json_file_store:make_replica", "-k", "replicas_share,unknown", "-q"],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 clauses: 2 passed" in done.stdout, done.stdout
