@@ -14,11 +14,10 @@ version and must learn what the other wrote.
     python benchmarks/save_growth.py                      # every backend available
     python benchmarks/save_growth.py --backend postgres --repeats 5
 
-Databases come from the same provisioners as the test fixtures
-(``STORETEST_POSTGRES_URL``, a Docker engine, or local server binaries), and local
-servers are stopped at the end. To add a backend, add an entry to ``BACKENDS``: an
-async context manager taking a :class:`~storetest._databases.TestRun` and yielding
-two store handles on one backend (async or sync methods both work); raise
+Databases come from ``storetest.databases.throwaway`` (``STORETEST_POSTGRES_URL``, a
+Docker engine, or local server binaries, stopped at the end). To add a backend, add an
+entry to ``BACKENDS``: an async context manager taking a private directory and
+yielding two store handles on one backend (async or sync methods both work); raise
 ``Unavailable`` or ``ImportError`` to have it reported as skipped.
 """
 
@@ -37,22 +36,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storetest._databases import TestRun, Unavailable, stop_local_servers
+from storetest import databases
 from storetest.contract import Message, Role
+from storetest.databases import Unavailable
 
-Factory = Callable[[TestRun], AbstractAsyncContextManager[Any]]
+Factory = Callable[[Path], AbstractAsyncContextManager[Any]]
 
 
 @asynccontextmanager
-async def _postgres(run: TestRun) -> AsyncIterator[Any]:
+async def _postgres(directory: Path) -> AsyncIterator[Any]:
     import asyncpg
 
     from reference_stores.postgres import SCHEMA, PostgresStore
-    from storetest._databases.postgres import provision
 
-    databases = provision(run)
-    url = next(databases)
-    try:
+    with databases.throwaway("postgres") as url:
         pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
         try:
             async with pool.acquire() as conn:
@@ -60,29 +57,24 @@ async def _postgres(run: TestRun) -> AsyncIterator[Any]:
             yield PostgresStore(pool), PostgresStore(pool)
         finally:
             await pool.close()
-    finally:
-        next(databases, None)
 
 
 @asynccontextmanager
-async def _sqlite(run: TestRun) -> AsyncIterator[Any]:
+async def _sqlite(directory: Path) -> AsyncIterator[Any]:
     from reference_stores.sqlite import SQLiteStore
 
-    run.private_dir.mkdir(parents=True, exist_ok=True)
-    path = run.private_dir / "bench.sqlite3"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "bench.sqlite3"
     with SQLiteStore(path) as a, SQLiteStore(path) as b:
         yield a, b
 
 
 @asynccontextmanager
-async def _mysql(run: TestRun) -> AsyncIterator[Any]:
+async def _mysql(directory: Path) -> AsyncIterator[Any]:
     from reference_stores.mysql import SCHEMA, MySQLStore
-    from storetest._databases.mysql import connect, provision
 
-    databases = provision(run)
-    url = next(databases)
-    try:
-        conn, other = connect(url), connect(url)
+    with databases.throwaway("mysql") as url:
+        conn, other = databases.mysql_connection(url), databases.mysql_connection(url)
         try:
             with conn.cursor() as cur:
                 for statement in SCHEMA:
@@ -92,8 +84,6 @@ async def _mysql(run: TestRun) -> AsyncIterator[Any]:
         finally:
             conn.close()
             other.close()
-    finally:
-        next(databases, None)
 
 
 #: Backend name -> factory. Other backends plug in here.
@@ -132,14 +122,14 @@ async def _call(method: Callable[..., Any], *args: Any) -> Any:
 
 
 async def measure(
-    name: str, factory: Factory, run: TestRun, args: argparse.Namespace
+    name: str, factory: Factory, directory: Path, args: argparse.Namespace
 ) -> list[Result]:
     conv = conversation(args.turns, args.size)
     small_turns = range(max(1, args.small - args.window + 1), args.small + 1)
     large_turns = range(args.turns - args.window + 1, args.turns + 1)
     times: dict[str, tuple[list[float], list[float]]] = {"one": ([], []), "two alternating": ([], [])}
     try:
-        async with factory(run) as (a, b):
+        async with factory(directory) as (a, b):
             for repeat in range(args.repeats):
                 for mode, (small, large) in times.items():
                     session = f"bench-{name}-{mode}-{repeat}-{time.time_ns()}"
@@ -181,11 +171,9 @@ def _table(results: list[Result], args: argparse.Namespace) -> str:
 
 
 async def main_async(args: argparse.Namespace, base: Path) -> list[Result]:
-    shared = base / "shared"
     results = []
     for name in args.backend or list(BACKENDS):
-        run = TestRun(private_dir=base / name, shared_dir=shared)
-        results.extend(await measure(name, BACKENDS[name], run, args))
+        results.extend(await measure(name, BACKENDS[name], base / name, args))
     return results
 
 
@@ -203,12 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.window <= args.small < args.turns - args.window:
         parser.error("need window <= small < turns - window")
     with tempfile.TemporaryDirectory(prefix="storetest-bench-") as tmp:
-        base = Path(tmp)
-        try:
-            results = asyncio.run(main_async(args, base))
-        finally:
-            for problem in stop_local_servers(base / "shared"):
-                print(problem, file=sys.stderr)
+        results = asyncio.run(main_async(args, Path(tmp)))
     print(
         f"median save time, whole transcript of {args.size}-character messages, "
         f"{args.repeats} conversation(s) x {args.window} saves per end"

@@ -319,7 +319,7 @@ def test_two_alternating_mysql_handles_encode_only_what_changed(
     from urllib.parse import urlsplit, urlunsplit
 
     from reference_stores.mysql import SCHEMA, MySQLStore
-    from storetest._databases.mysql import connect
+    from storetest.databases import mysql_connection as connect
 
     name = f"storetest_inc_{secrets.token_hex(4)}"
     parts = urlsplit(storetest_mysql_url)
