@@ -6,15 +6,19 @@ reports the median time of the saves around turn 20 and around turn 2,000 (each 
 saving the whole transcript), and their ratio. A store that writes only the new tail
 stays near 1x; one that rewrites everything grows about linearly (~100x).
 
+Each backend runs two ways, alternating conversation by conversation: one handle
+saving every turn, and two handles on the same backend taking turns (replicas behind
+a load balancer), so that every save is made by a handle that did not write the last
+version and must learn what the other wrote.
+
     python benchmarks/save_growth.py                      # every backend available
     python benchmarks/save_growth.py --backend postgres --repeats 5
 
-Databases come from the same provisioners as the test fixtures
-(``STORETEST_POSTGRES_URL``, a Docker engine, or local server binaries), and local
-servers are stopped at the end. To add a backend, add an entry to ``BACKENDS``: an
-async context manager taking a :class:`~storetest._databases.TestRun` and yielding a
-store (async or sync methods both work); raise ``Unavailable`` or ``ImportError`` to
-have it reported as skipped.
+Databases come from ``storetest.databases.throwaway`` (``STORETEST_POSTGRES_URL``, a
+Docker engine, or local server binaries, stopped at the end). To add a backend, add an
+entry to ``BACKENDS``: an async context manager taking a private directory and
+yielding two store handles on one backend (async or sync methods both work); raise
+``Unavailable`` or ``ImportError`` to have it reported as skipped.
 """
 
 from __future__ import annotations
@@ -32,64 +36,54 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storetest._databases import TestRun, Unavailable, stop_local_servers
+from storetest import databases
 from storetest.contract import Message, Role
+from storetest.databases import Unavailable
 
-Factory = Callable[[TestRun], AbstractAsyncContextManager[Any]]
+Factory = Callable[[Path], AbstractAsyncContextManager[Any]]
 
 
 @asynccontextmanager
-async def _postgres(run: TestRun) -> AsyncIterator[Any]:
+async def _postgres(directory: Path) -> AsyncIterator[Any]:
     import asyncpg
 
     from reference_stores.postgres import SCHEMA, PostgresStore
-    from storetest._databases.postgres import provision
 
-    databases = provision(run)
-    url = next(databases)
-    try:
+    with databases.throwaway("postgres") as url:
         pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
         try:
             async with pool.acquire() as conn:
                 await conn.execute(SCHEMA)
-            yield PostgresStore(pool)
+            yield PostgresStore(pool), PostgresStore(pool)
         finally:
             await pool.close()
-    finally:
-        next(databases, None)
 
 
 @asynccontextmanager
-async def _sqlite(run: TestRun) -> AsyncIterator[Any]:
+async def _sqlite(directory: Path) -> AsyncIterator[Any]:
     from reference_stores.sqlite import SQLiteStore
 
-    run.private_dir.mkdir(parents=True, exist_ok=True)
-    store = SQLiteStore(run.private_dir / "bench.sqlite3")
-    try:
-        yield store
-    finally:
-        store.close()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "bench.sqlite3"
+    with SQLiteStore(path) as a, SQLiteStore(path) as b:
+        yield a, b
 
 
 @asynccontextmanager
-async def _mysql(run: TestRun) -> AsyncIterator[Any]:
+async def _mysql(directory: Path) -> AsyncIterator[Any]:
     from reference_stores.mysql import SCHEMA, MySQLStore
-    from storetest._databases.mysql import connect, provision
 
-    databases = provision(run)
-    url = next(databases)
-    try:
-        conn = connect(url)
+    with databases.throwaway("mysql") as url:
+        conn, other = databases.mysql_connection(url), databases.mysql_connection(url)
         try:
             with conn.cursor() as cur:
                 for statement in SCHEMA:
                     cur.execute(statement)
             conn.commit()
-            yield MySQLStore(conn)
+            yield MySQLStore(conn), MySQLStore(other)
         finally:
             conn.close()
-    finally:
-        next(databases, None)
+            other.close()
 
 
 #: Backend name -> factory. Other backends plug in here.
@@ -103,6 +97,7 @@ BACKENDS: dict[str, Factory] = {
 @dataclass
 class Result:
     backend: str
+    handles: str = ""
     small_ms: float = 0.0
     large_ms: float = 0.0
     skipped: str = ""
@@ -127,37 +122,41 @@ async def _call(method: Callable[..., Any], *args: Any) -> Any:
 
 
 async def measure(
-    name: str, factory: Factory, run: TestRun, args: argparse.Namespace
-) -> Result:
+    name: str, factory: Factory, directory: Path, args: argparse.Namespace
+) -> list[Result]:
     conv = conversation(args.turns, args.size)
     small_turns = range(max(1, args.small - args.window + 1), args.small + 1)
     large_turns = range(args.turns - args.window + 1, args.turns + 1)
-    small: list[float] = []
-    large: list[float] = []
+    times: dict[str, tuple[list[float], list[float]]] = {"one": ([], []), "two alternating": ([], [])}
     try:
-        async with factory(run) as store:
+        async with factory(directory) as (a, b):
             for repeat in range(args.repeats):
-                session = f"bench-{name}-{repeat}-{time.time_ns()}"
-                for turn in range(1, args.turns + 1):
-                    transcript = conv[:turn]
-                    start = time.perf_counter()
-                    await _call(store.save, session, transcript)
-                    elapsed = (time.perf_counter() - start) * 1000
-                    if turn in small_turns:
-                        small.append(elapsed)
-                    elif turn in large_turns:
-                        large.append(elapsed)
-                stored = await _call(store.messages, session)
-                if stored != conv:
-                    raise AssertionError(f"{name}: the stored transcript is not the saved one")
+                for mode, (small, large) in times.items():
+                    session = f"bench-{name}-{mode}-{repeat}-{time.time_ns()}"
+                    for turn in range(1, args.turns + 1):
+                        store = b if mode != "one" and turn % 2 == 0 else a
+                        transcript = conv[:turn]
+                        start = time.perf_counter()
+                        await _call(store.save, session, transcript)
+                        elapsed = (time.perf_counter() - start) * 1000
+                        if turn in small_turns:
+                            small.append(elapsed)
+                        elif turn in large_turns:
+                            large.append(elapsed)
+                    stored = await _call(a.messages, session)
+                    if stored != conv:
+                        raise AssertionError(f"{name}: the stored transcript is not the saved one")
     except (Unavailable, ImportError) as exc:
-        return Result(name, skipped=str(exc))
-    return Result(name, statistics.median(small), statistics.median(large))
+        return [Result(name, skipped=str(exc))]
+    return [
+        Result(name, mode, statistics.median(small), statistics.median(large))
+        for mode, (small, large) in times.items()
+    ]
 
 
 def _table(results: list[Result], args: argparse.Namespace) -> str:
     head = (
-        f"{'backend':<10} {f'save @ {args.small} (ms)':>16} "
+        f"{'backend':<10} {'handles':<16} {f'save @ {args.small} (ms)':>16} "
         f"{f'save @ {args.turns:,} (ms)':>19} {'ratio':>7}"
     )
     lines = [head, "-" * len(head)]
@@ -166,17 +165,15 @@ def _table(results: list[Result], args: argparse.Namespace) -> str:
             lines.append(f"{r.backend:<10} skipped: {r.skipped}")
         else:
             lines.append(
-                f"{r.backend:<10} {r.small_ms:>16.3f} {r.large_ms:>19.3f} {r.ratio:>6.2f}x"
+                f"{r.backend:<10} {r.handles:<16} {r.small_ms:>16.3f} {r.large_ms:>19.3f} {r.ratio:>6.2f}x"
             )
     return "\n".join(lines)
 
 
 async def main_async(args: argparse.Namespace, base: Path) -> list[Result]:
-    shared = base / "shared"
     results = []
     for name in args.backend or list(BACKENDS):
-        run = TestRun(private_dir=base / name, shared_dir=shared)
-        results.append(await measure(name, BACKENDS[name], run, args))
+        results.extend(await measure(name, BACKENDS[name], base / name, args))
     return results
 
 
@@ -194,12 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.window <= args.small < args.turns - args.window:
         parser.error("need window <= small < turns - window")
     with tempfile.TemporaryDirectory(prefix="storetest-bench-") as tmp:
-        base = Path(tmp)
-        try:
-            results = asyncio.run(main_async(args, base))
-        finally:
-            for problem in stop_local_servers(base / "shared"):
-                print(problem, file=sys.stderr)
+        results = asyncio.run(main_async(args, Path(tmp)))
     print(
         f"median save time, whole transcript of {args.size}-character messages, "
         f"{args.repeats} conversation(s) x {args.window} saves per end"

@@ -5,7 +5,7 @@ connections, e.g. a pool's checkout), never a DSN, and runs no DDL: the applicat
 applies :data:`SCHEMA` with its migrations. The runtime user needs only SELECT, INSERT,
 UPDATE and DELETE on the three tables.
 
-How it keeps each fact in ``DESIGN.md``:
+How it keeps each MySQL/MariaDB fact that breaks naive stores:
 
 - MySQL ``JSON`` rewrites text, ``TEXT`` stops at 64 KiB: messages are encoded with
   :func:`storetest.codec.encode_message` (tool-call arguments stay a JSON *string*) into
@@ -27,16 +27,12 @@ How it keeps each fact in ``DESIGN.md``:
   whole transcript; a read is one statement (a consistent snapshot of its own), so it
   sees the old transcript or the new one, never a mix.
 
-A save writes only what changed. ``agent_sessions.version`` is bumped by every save that
-changes something; each handle remembers, per session (LRU, bounded), the version it last
-wrote or read and the messages stored at that version. If the locked row still has that
-version, the unchanged prefix is found by comparing messages (identity first, then
-equality; the encoding is deterministic, so equal messages mean equal stored text) and
-only the tail is deleted and inserted. Otherwise (another handle wrote in between) it reads
-the stored SHA-256 digests, 32 bytes a row, and compares them with the new messages'. No
-stored message is decoded to find the prefix. A read whose version matches the remembered
-one returns the remembered messages without fetching the bodies. So write these tables only
-through the store: a row changed behind its back without bumping the version goes unseen.
+A save writes only what changed, through :mod:`reference_stores._incremental`:
+``agent_sessions.version`` is raised by every save that changes something, under the
+row lock; each message row carries a chain digest; each handle remembers recent sessions.
+A save finds the unchanged prefix in work proportional to the change, whether this handle
+or another wrote last, and never decodes a stored message to do so. So write these tables
+only through the store: a row changed behind its back without a version bump goes unseen.
 
 Lost connections and packet limits:
 
@@ -59,25 +55,22 @@ defaults), not ``STATEMENT``.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import random
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import pymysql
 
-from storetest.codec import CodecError, decode_message, encode_message
+from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
+from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
     OutcomeUnknown,
     StoreError,
-    check_messages,
     check_session_id,
     check_steer_text,
 )
@@ -88,7 +81,7 @@ _log = logging.getLogger(__name__)
 
 #: The DDL, one statement per item. The store runs none of it; apply it with your
 #: migrations. Every statement is idempotent (``CREATE TABLE IF NOT EXISTS``).
-SCHEMA: Final[list[str]] = [
+SCHEMA: Final[tuple[str, ...]] = (
     """CREATE TABLE IF NOT EXISTS agent_sessions (
     session VARBINARY(512) NOT NULL,
     version BIGINT UNSIGNED NOT NULL DEFAULT 0,
@@ -108,7 +101,7 @@ SCHEMA: Final[list[str]] = [
     PRIMARY KEY (id),
     KEY agent_steers_session (session, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
-]
+)
 
 # Errors after which the server has rolled back (all or the statement) and the whole
 # transaction can safely run again: deadlock, lock wait timeout.
@@ -133,30 +126,6 @@ _STATEMENT_OVERHEAD: Final = 1024
 _WRITE_ISOLATION: Final = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """What the database held for a session at ``version``, as this handle last saw it."""
-
-    version: int
-    messages: tuple[Message, ...]
-
-
-def _digest(encoded: str) -> bytes:
-    return hashlib.sha256(encoded.encode("utf-8")).digest()
-
-
-def _common_prefix(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
-    n = min(len(old), len(new))
-    # Tuple equality runs in C and tries identity before __eq__ on every item; agents
-    # resave the very objects they saved before, so this settles the common case.
-    if old[:n] == new[:n]:
-        return n
-    i = 0
-    while i < n and (old[i] is new[i] or old[i] == new[i]):
-        i += 1
-    return i
 
 
 class MySQLStore:
@@ -189,7 +158,7 @@ class MySQLStore:
         self,
         connection_or_factory: pymysql.connections.Connection | Callable[[], Any],
         *,
-        cache_sessions: int = 1024,
+        cache_sessions: int = DEFAULT_CACHE_SESSIONS,
     ) -> None:
         if isinstance(connection_or_factory, pymysql.connections.Connection):
             self._connection: Any = connection_or_factory
@@ -203,12 +172,8 @@ class MySQLStore:
                 f"one (e.g. a pool's checkout), not {type(connection_or_factory).__name__}; "
                 "it never takes a DSN"
             )
-        if cache_sessions < 0:
-            raise ValueError(f"cache_sessions must be >= 0, not {cache_sessions}")
+        self._remembered = Remembered(cache_sessions)
         self._connection_lock = threading.Lock()
-        self._cache: OrderedDict[bytes, _Known] = OrderedDict()
-        self._cache_size = cache_sessions
-        self._cache_lock = threading.Lock()
         # The server's max_allowed_packet, read when first needed and again after a
         # connection ends (it may have been a packet error, or another server).
         self._packet_limit: int | None = None
@@ -227,11 +192,10 @@ class MySQLStore:
         :raises StoreError: the database failed; nothing was changed.
         """
         session = check_session_id(session)
-        new = check_messages(messages)
         key = session.encode("utf-8")
+        plan = self._remembered.prepare(key, messages)
 
         def write(cur: Any) -> int:
-            known = self._remembered(key)
             cur.execute("SELECT version FROM agent_sessions WHERE session = %s FOR UPDATE", (key,))
             row = cur.fetchone()
             if row is None:
@@ -245,37 +209,23 @@ class MySQLStore:
                 cur.execute("SELECT version FROM agent_sessions WHERE session = %s FOR UPDATE", (key,))
                 row = cur.fetchone()
             version = int(row[0])
-            if known is not None and known.version == version:
-                old_len = len(known.messages)
-                prefix = _common_prefix(known.messages, new)
-                tail = [encode_message(m) for m in new[prefix:]]
-            else:
-                encoded = [encode_message(m) for m in new]
+            plan.start(version)  # again after a retried deadlock: the rows may differ
+            while plan.fetch_from is not None:
                 cur.execute(
-                    "SELECT position, digest FROM agent_messages WHERE session = %s ORDER BY position",
-                    (key,),
+                    "SELECT position, digest FROM agent_messages "
+                    "WHERE session = %s AND position >= %s ORDER BY position",
+                    (key, plan.fetch_from),
                 )
-                stored = cur.fetchall()
-                old_len = len(stored)
-                prefix = 0
-                for (position, digest), text in zip(stored, encoded, strict=False):
-                    if position != prefix or bytes(digest) != _digest(text):
-                        break
-                    prefix += 1
-                if old_len and stored[-1][0] != old_len - 1:
-                    # Positions are not 0..n-1 (rows written by something else): every
-                    # row past the prefix goes, whatever its position.
-                    old_len = max(old_len, int(stored[-1][0]) + 1)
-                tail = encoded[prefix:]
-            if prefix == old_len and not tail:
+                plan.resolve(cur.fetchall())
+            if not plan.changed:
                 return version  # nothing changed; the version still names this transcript
-            if old_len > prefix:
+            if plan.delete:
                 cur.execute(
                     "DELETE FROM agent_messages WHERE session = %s AND position >= %s",
-                    (key, prefix),
+                    (key, plan.keep),
                 )
-            if tail:
-                rows = [(key, prefix + i, _digest(text), text) for i, text in enumerate(tail)]
+            if plan.rows:
+                rows = [(key, position, digest, body) for position, digest, body in plan.rows]
                 self._check_fits(cur, rows)
                 cur.executemany(
                     "INSERT INTO agent_messages (session, position, digest, body) VALUES (%s, %s, %s, %s)",
@@ -287,10 +237,10 @@ class MySQLStore:
         try:
             version = self._transaction("save to", session, write)
         except BaseException:
-            self._forget(key)
+            self._remembered.forget(key)
             raise
-        # Only now is it true that the database holds `new` at `version`.
-        self._remember(key, _Known(version, new))
+        # Only now is it true that the database holds the new transcript at `version`.
+        self._remembered.learn(key, plan.known(version))
 
     def messages(self, session: str) -> list[Message]:
         """The transcript in the order saved; ``[]`` for a session never used.
@@ -302,16 +252,10 @@ class MySQLStore:
         key = session.encode("utf-8")
 
         def read(cur: Any) -> list[Message]:
-            known = self._remembered(key)
-            if known is not None:
-                cur.execute("SELECT version FROM agent_sessions WHERE session = %s", (key,))
-                row = cur.fetchone()
-                if row is not None and int(row[0]) == known.version:
-                    return list(known.messages)
-            # One statement, so one consistent snapshot: the version and the bodies
-            # belong together even when a save commits meanwhile.
+            # One statement, so one consistent snapshot: the version and the rows belong
+            # together even when a save commits meanwhile.
             cur.execute(
-                "SELECT s.version, m.body FROM agent_sessions s "
+                "SELECT s.version, m.digest, m.body FROM agent_sessions s "
                 "LEFT JOIN agent_messages m ON m.session = s.session "
                 "WHERE s.session = %s ORDER BY m.position",
                 (key,),
@@ -319,9 +263,14 @@ class MySQLStore:
             rows = cur.fetchall()
             if not rows:
                 return []
-            result = tuple(decode_message(body) for _, body in rows if body is not None)
-            self._remember(key, _Known(int(rows[0][0]), result))
-            return list(result)
+            stored = [(digest, body) for _, digest, body in rows if body is not None]
+            # The store wrote these rows with encode_message: the trusted decoder skips
+            # value checks they cannot fail.
+            result = [decode_trusted(body) for _, body in stored]
+            self._remembered.learn_read(
+                key, int(rows[0][0]), tuple(result), (bytes(digest) for digest, _ in stored)
+            )
+            return result
 
         return self._transaction("messages of", session, read, writes=False)
 
@@ -385,33 +334,6 @@ class MySQLStore:
             return [bytes(row[1]).decode("utf-8") for row in rows]
 
         return self._transaction("take_steers from", session, take, carries_steers=True)
-
-    # -- what this handle remembers -----------------------------------------------------
-
-    def _remembered(self, key: bytes) -> _Known | None:
-        with self._cache_lock:
-            known = self._cache.get(key)
-            if known is not None:
-                self._cache.move_to_end(key)
-            return known
-
-    def _remember(self, key: bytes, known: _Known) -> None:
-        if self._cache_size == 0:
-            return
-        with self._cache_lock:
-            current = self._cache.get(key)
-            # Two threads of one handle may finish out of order: never step back to an
-            # older version (it would only cost a fallback, but it is avoidable).
-            if current is not None and current.version > known.version:
-                return
-            self._cache[key] = known
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-
-    def _forget(self, key: bytes) -> None:
-        with self._cache_lock:
-            self._cache.pop(key, None)
 
     # -- packet sizes -------------------------------------------------------------------
 

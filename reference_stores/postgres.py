@@ -4,7 +4,7 @@ The application runs :data:`SCHEMA` (it is idempotent: run it twice, nothing cha
 the store runs no DDL and needs only SELECT, INSERT, UPDATE and DELETE on its tables
 (the steer ids come from an identity column, which needs no grant on its sequence).
 
-How it keeps each PostgreSQL fact in the design brief:
+How it keeps each PostgreSQL fact that breaks naive stores:
 
 - ``jsonb`` rewrites JSON: messages are stored as :func:`storetest.codec.encode_message`
   text in a ``text`` column, one row per message, never ``jsonb``. The codec escapes
@@ -35,34 +35,28 @@ logged). A connection lost after COMMIT was sent raises
 :class:`~storetest.contract.OutcomeUnknown` (a take's carries the steers it read); a
 COMMIT that returned is a success even if giving the connection back then fails.
 
-Saves write only what changed. Agents save the whole growing transcript before every
-model request; rewriting it each time costs O(turns) per save. Each handle remembers,
-per session, the version it last wrote or read, the messages at that version, and a
-digest of each stored row. A save bumps the version under the row lock: if the
-version it replaced is the remembered one, the unchanged prefix is found by comparing
-message objects in memory (identity first) and only the tail is deleted and inserted.
-Otherwise (another handle wrote in between, or nothing is remembered) it reads the
-stored digests, ordered by position, and compares those: still no decoding.
+Saves write only what changed, through :mod:`reference_stores._incremental`: the
+session row's ``version`` is raised by every save under the row lock, each message row
+carries a chain digest, and each handle remembers recent sessions, so that a save finds
+the unchanged prefix in work proportional to the change, whether this handle or another
+wrote last, and never decodes a stored message to do so.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import asyncpg
 
-from storetest.codec import decode_message, encode_message
+from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
+from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
     OutcomeUnknown,
     StoreError,
-    check_messages,
     check_session_id,
     check_steer_text,
 )
@@ -99,7 +93,8 @@ ON CONFLICT (session) DO UPDATE SET version = s.version + 1
 RETURNING s.version
 """
 _READ_DIGESTS = """
-SELECT digest FROM storetest_messages WHERE session = $1 ORDER BY position
+SELECT position, digest FROM storetest_messages WHERE session = $1 AND position >= $2
+ORDER BY position
 """
 _DELETE_FROM = "DELETE FROM storetest_messages WHERE session = $1 AND position >= $2"
 _INSERT_TAIL = """
@@ -145,32 +140,6 @@ class _CommitLost(Exception):
     """COMMIT was sent and the connection was lost before its answer came back."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """What a handle knows a session held at one version: its messages and the digest
-    of each stored row, position by position."""
-
-    version: int
-    messages: tuple[Message, ...]
-    digests: tuple[bytes, ...]
-
-
-def _digest(body: str) -> bytes:
-    return hashlib.blake2b(body.encode("utf-8"), digest_size=16).digest()
-
-
-def _common_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
-    n = min(len(old), len(new))
-    # The usual save only appends: one tuple comparison in C (identity first) settles it.
-    if tuple(old[:n]) == tuple(new[:n]):
-        return n
-    i = 0
-    # Agents pass back the very objects they saved last time, so `is` settles most.
-    while i < n and (old[i] is new[i] or old[i] == new[i]):
-        i += 1
-    return i
-
-
 class PostgresStore:
     """A store keeping transcripts and steers in PostgreSQL tables made by :data:`SCHEMA`.
 
@@ -180,9 +149,9 @@ class PostgresStore:
 
     :param pool: an ``asyncpg`` pool (or anything with its ``acquire()``), created on
         the event loop the store will be used from. The store never closes it.
-    :param remember: how many sessions to remember for incremental saves (least
+    :param cache_sessions: how many sessions to remember for incremental saves (least
         recently used are forgotten first); ``0`` disables it.
-    :raises ValueError: ``remember`` is negative.
+    :raises ValueError: ``cache_sessions`` is negative.
 
     Every method raises ``TypeError``/``ValueError`` for bad arguments before touching
     the database, and :class:`~storetest.contract.StoreError` (from the driver's error)
@@ -191,12 +160,9 @@ class PostgresStore:
     COMMIT was sent.
     """
 
-    def __init__(self, pool: Any, *, remember: int = 1024) -> None:
-        if remember < 0:
-            raise ValueError(f"remember must be 0 or more, not {remember}")
+    def __init__(self, pool: Any, *, cache_sessions: int = DEFAULT_CACHE_SESSIONS) -> None:
+        self._remembered = Remembered(cache_sessions)
         self._pool = pool
-        self._remember = remember
-        self._known: OrderedDict[bytes, _Known] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._pool!r})"
@@ -204,44 +170,29 @@ class PostgresStore:
     async def save(self, session: str, messages: Sequence[Message]) -> None:
         """Make the session's transcript exactly ``messages``, in one transaction."""
         session = check_session_id(session)
-        new = check_messages(messages)
         key = session.encode("utf-8")
+        plan = self._remembered.prepare(key, messages)
         try:
             async with self._connection("save to", session) as conn, _transaction(conn):
                 # Locks the session row until commit: concurrent saves queue here.
                 version = await conn.fetchval(_BUMP_VERSION, key)
-                known = self._known.get(key)
-                if known is not None and known.version == version - 1:
-                    keep = _common_prefix(known.messages, new)
-                    stored = len(known.digests)
-                    bodies = [encode_message(m) for m in new[keep:]]
-                    digests = known.digests[:keep] + tuple(_digest(b) for b in bodies)
-                else:
-                    rows = await conn.fetch(_READ_DIGESTS, key)
-                    all_bodies = [encode_message(m) for m in new]
-                    digests = tuple(_digest(b) for b in all_bodies)
-                    keep = _common_prefix([bytes(r["digest"]) for r in rows], digests)
-                    stored = len(rows)
-                    bodies = all_bodies[keep:]
-                if keep < stored:
-                    await conn.execute(_DELETE_FROM, key, keep)
-                if bodies:
-                    await conn.execute(
-                        _INSERT_TAIL,
-                        key,
-                        list(range(keep, len(new))),
-                        list(digests[keep:]),
-                        bodies,
-                    )
+                plan.start(version - 1)
+                while plan.fetch_from is not None:
+                    plan.resolve(await conn.fetch(_READ_DIGESTS, key, plan.fetch_from))
+                if plan.delete:
+                    await conn.execute(_DELETE_FROM, key, plan.keep)
+                if plan.rows:
+                    positions, digests, bodies = zip(*plan.rows, strict=True)
+                    await conn.execute(_INSERT_TAIL, key, positions, digests, bodies)
         except BaseException as exc:
             # The transaction rolled back, or may have: what we remember may be stale.
-            self._known.pop(key, None)
+            self._remembered.forget(key)
             if isinstance(exc, _CommitLost):
                 _outcome_unknown("save to", session, exc)
             if isinstance(exc, _BACKEND_ERRORS):
                 _fail("save to", session, exc)
             raise
-        self._learn(key, _Known(version, new, digests))
+        self._remembered.learn(key, plan.known(version))
 
     async def messages(self, session: str) -> list[Message]:
         """The session's transcript in the order saved; ``[]`` for an unused session."""
@@ -253,12 +204,15 @@ class PostgresStore:
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc)
         if not rows:
-            self._learn(key, _Known(0, (), ()))
             return []
-        version = rows[0]["version"]
         stored = [r for r in rows if r["body"] is not None]
-        result = [decode_message(r["body"]) for r in stored]
-        self._learn(key, _Known(version, tuple(result), tuple(bytes(r["digest"]) for r in stored)))
+        try:
+            # The store wrote these rows with encode_message: the trusted decoder skips
+            # value checks they cannot fail.
+            result = [decode_trusted(r["body"]) for r in stored]
+        except CodecError as exc:
+            raise StoreError(f"read of session {session!r} failed: {exc}") from exc
+        self._remembered.learn_read(key, rows[0]["version"], tuple(result), (r["digest"] for r in stored))
         return result
 
     async def add_steer(self, session: str, text: str) -> None:
@@ -322,19 +276,6 @@ class PostgresStore:
                     session,
                     exc_info=True,
                 )
-
-    def _learn(self, key: bytes, known: _Known) -> None:
-        if self._remember == 0:
-            return
-        current = self._known.get(key)
-        # Never step back: a slow read finishing after a save knows an older version.
-        if current is not None and current.version >= known.version:
-            self._known.move_to_end(key)
-            return
-        self._known[key] = known
-        self._known.move_to_end(key)
-        while len(self._known) > self._remember:
-            self._known.popitem(last=False)
 
 
 @asynccontextmanager

@@ -1,7 +1,7 @@
 """The SQLite store: standard-library ``sqlite3`` only, one database file shared by
 every handle, thread and process that opens it.
 
-How it keeps each SQLite fact in the design brief:
+How it keeps each SQLite fact that breaks naive stores:
 
 - *A column declared ``JSON`` or ``STRING`` has NUMERIC affinity* (``'1.0'`` comes back
   as ``1``): every column holding text is declared ``TEXT`` or ``BLOB``. Message bodies
@@ -14,105 +14,85 @@ How it keeps each SQLite fact in the design brief:
 - *A deferred transaction that reads and then writes fails with "database is
   locked"*: every write (``save``, ``add_steer``, ``take_steers``) runs in
   ``BEGIN IMMEDIATE``, which takes the write lock before reading, and waits up to
-  :data:`BUSY_TIMEOUT_MS` for it. ``take_steers`` selects by the ``AUTOINCREMENT`` id in
-  order and deletes in that same transaction, so each steer goes to exactly one caller,
-  oldest first, across threads, handles and processes.
+  :data:`BUSY_TIMEOUT_MS` for it. ``take_steers`` is one ``DELETE ... RETURNING`` inside
+  that transaction, so each steer goes to exactly one caller across threads, handles
+  and processes; ``RETURNING`` has no defined order, so the rows are sorted by their
+  ``AUTOINCREMENT`` id, which is the order they were added.
 - *Without ``ORDER BY`` row order is unspecified*: every read that returns rows orders
-  them (messages by position, steers by id).
+  them (messages by position).
 
-The database runs in WAL mode, so readers never wait for the writer and see one
-consistent snapshot per transaction, with ``synchronous=NORMAL``: in WAL mode that
-fsyncs at checkpoints rather than at every commit, which makes a commit about 16x
-cheaper (0.018 ms against 0.29 ms in the design brief's measurements) and still never
-corrupts the file; a power cut (not a process crash) may lose the last few commits.
-An agent re-saves its whole transcript before every model request, so a lost save is
-rewritten by the next one.
+Durability is the ``synchronous`` option. The database runs in WAL mode (readers never
+wait for the writer and see one snapshot per transaction) and, by default,
+``synchronous=FULL``: every commit is fsynced before the call returns, so a power cut
+loses nothing that was acknowledged. ``synchronous="NORMAL"`` fsyncs only at
+checkpoints, which makes a commit cheaper (``benchmarks/peers.py`` measures both). As
+SQLite documents, it never corrupts the file, but a power cut or OS crash (not a
+process crash) can undo the commits since the last checkpoint (by default the WAL is
+checkpointed every 1,000 pages): the last saves, and steers already acknowledged.
 
-Saves are incremental. A ``sessions`` row holds a ``version`` token replaced by every
-save; each handle remembers, for the sessions it used last, the version it wrote or
-read and the messages it held then. A save whose version still matches knows the
-unchanged prefix by comparing messages in memory and writes only the tail; otherwise
-(another handle wrote, or nothing is remembered) it compares stored per-row SHA-256
-digests of the encoded bodies, never decoding anything. Either way a save at turn
-2,000 costs about what an append does.
+Saves are incremental, through :mod:`reference_stores._incremental`: a ``version``
+counter per session, a chain digest per message row, and a per-handle memory of recent
+sessions, so that a save finds the unchanged prefix, and writes only what changed, in
+work proportional to the change, whether this handle or another wrote last.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import secrets
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Final
+from typing import Final, Literal
 
-from storetest.codec import CodecError, decode_message, encode_message
+from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
+from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
     StoreError,
-    check_messages,
     check_session_id,
     check_steer_text,
 )
 
-__all__ = ["BUSY_TIMEOUT_MS", "SCHEMA", "SQLiteStore"]
+__all__ = ["BUSY_TIMEOUT_MS", "SCHEMA", "SYNCHRONOUS_MODES", "SQLiteStore"]
 
 _log = logging.getLogger(__name__)
 
 #: How long a write waits for another connection's write lock before failing.
 BUSY_TIMEOUT_MS: Final = 30_000
 
-#: The tables the store creates when opened (idempotent; one statement per ``;``).
-SCHEMA: Final = """\
-CREATE TABLE IF NOT EXISTS storetest_sessions (
-    session BLOB PRIMARY KEY,
+#: The ``synchronous`` settings the store accepts. ``OFF`` is refused: with it a power
+#: cut can corrupt the database, not only lose the last commits.
+SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
+
+Synchronous = Literal["NORMAL", "FULL", "EXTRA"]
+
+#: The tables the store creates when opened, one idempotent statement each. Message rows
+#: name their session by its small integer ``id``, not by the id string, which can be
+#: hundreds of bytes, and live in a ``WITHOUT ROWID`` table: one b-tree keyed by
+#: (session, position), where a rowid table would keep every key twice.
+SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS storetest_sessions (
+    id INTEGER PRIMARY KEY,
+    session BLOB NOT NULL UNIQUE,
     version INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS storetest_messages (
-    session BLOB NOT NULL,
+)""",
+    """CREATE TABLE IF NOT EXISTS storetest_messages (
+    session_id INTEGER NOT NULL,
     position INTEGER NOT NULL,
-    body TEXT NOT NULL,
     digest BLOB NOT NULL,
-    PRIMARY KEY (session, position)
-);
-CREATE TABLE IF NOT EXISTS storetest_steers (
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, position)
+) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS storetest_steers (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     session BLOB NOT NULL,
     text BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS storetest_steers_by_session ON storetest_steers (session, id);
-"""
-
-_DEFAULT_CACHE_SESSIONS: Final = 128
-
-
-def _digest(body: str) -> bytes:
-    return hashlib.sha256(body.encode("utf-8")).digest()
-
-
-def _common_prefix(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
-    """How many leading messages ``old`` and ``new`` share.
-
-    Message is a frozen dataclass of str, bytes and bool fields and the codec is
-    deterministic, so equal messages encode to equal text: comparing values is
-    comparing what is stored. Tuple comparison checks identity first, in C, so the
-    usual case (the caller appended to the list it saved, or read, last time) costs
-    about 10 microseconds at turn 2,000; equal but rebuilt messages are compared field
-    by field, about 1 microsecond each.
-    """
-    n = min(len(old), len(new))
-    # Slice only the longer side: at turn 2,000 each copy costs as much as the compare.
-    if (old if n == len(old) else old[:n]) == (new if n == len(new) else new[:n]):
-        return n
-    for i in range(n):
-        if old[i] != new[i]:
-            return i
-    return n
+)""",
+    "CREATE INDEX IF NOT EXISTS storetest_steers_by_session ON storetest_steers (session, id)",
+)
 
 
 class SQLiteStore:
@@ -126,25 +106,31 @@ class SQLiteStore:
     stores on the same file: they are replicas, as are stores in other processes.
 
     The store remembers, per session, what it last wrote or read (references to the
-    frozen messages, not copies; at most ``cache_sessions`` sessions, least recently
-    used dropped first), so that a save
+    frozen messages, not copies, and 32 bytes of digest per message; at most
+    ``cache_sessions`` sessions, least recently used dropped first), so that a save
     writes only what changed. Applications must not write the store's tables
-    themselves: a change that does not replace the session's ``version`` goes unseen.
+    themselves: a change that does not raise the session's ``version`` goes unseen.
 
     :param path_or_connection: a filesystem path (``str`` or ``os.PathLike``): the store
-        opens its own connection, sets WAL mode, ``synchronous=NORMAL`` and a 30 s busy
+        opens its own connection, sets WAL mode, ``synchronous`` and a 30 s busy
         timeout, and closes it in :meth:`close`. Or an open ``sqlite3.Connection``: the
         application keeps owning it (``close`` leaves it open, and its journal mode
         and ``synchronous`` setting are left alone); the store only raises its busy
         timeout to 30 s. It must not be inside a transaction, must not be used by the
         application while a store method runs, and must have been opened with
         ``check_same_thread=False`` if the store is called from other threads.
+    :param synchronous: ``"FULL"`` (the default: a commit returns once it is on disk,
+        and a power cut loses nothing acknowledged), ``"NORMAL"`` (fsync at WAL
+        checkpoints only: far cheaper commits, never a corrupt file, but a power cut
+        can undo the commits since the last checkpoint) or ``"EXTRA"``. Only for a
+        store that opens its own connection.
     :param cache_sessions: how many sessions' last-known transcripts to remember for
-        incremental saves; ``0`` turns remembering off (every save then compares
+        incremental saves; ``0`` turns remembering off (every save then reads all
         stored digests).
     :raises TypeError: ``path_or_connection`` is neither a path nor a connection.
-    :raises ValueError: the connection is inside a transaction, or ``cache_sessions``
-        is negative.
+    :raises ValueError: the connection is inside a transaction, ``synchronous`` is not
+        one of :data:`SYNCHRONOUS_MODES` or is given with a connection, or
+        ``cache_sessions`` is negative.
     :raises StoreError: the database could not be opened or its tables created.
 
     Methods raise ``TypeError``/``ValueError`` for bad arguments before touching the
@@ -156,15 +142,24 @@ class SQLiteStore:
         self,
         path_or_connection: str | os.PathLike[str] | sqlite3.Connection,
         *,
-        cache_sessions: int = _DEFAULT_CACHE_SESSIONS,
+        synchronous: Synchronous | None = None,
+        cache_sessions: int = DEFAULT_CACHE_SESSIONS,
     ) -> None:
-        if not isinstance(cache_sessions, int) or cache_sessions < 0:
-            raise ValueError(f"cache_sessions must be an int >= 0, not {cache_sessions!r}")
-        self._cache_sessions = cache_sessions
-        self._cache: OrderedDict[str, tuple[int, tuple[Message, ...]]] = OrderedDict()
+        self._remembered = Remembered(cache_sessions)
+        if synchronous is not None and synchronous not in SYNCHRONOUS_MODES:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, not {synchronous!r} "
+                "(OFF is refused: a power cut can corrupt the database; NORMAL only loses "
+                "the last commits)"
+            )
         self._lock = threading.Lock()
         self._closed = False
         if isinstance(path_or_connection, sqlite3.Connection):
+            if synchronous is not None:
+                raise ValueError(
+                    "synchronous is set by the store only on a connection it opens; on your "
+                    "own connection run PRAGMA synchronous yourself"
+                )
             if path_or_connection.in_transaction:
                 raise ValueError(
                     "the connection is inside a transaction; commit or roll back before "
@@ -195,6 +190,7 @@ class SQLiteStore:
                 "SQLiteStore takes a filesystem path or a sqlite3.Connection, not "
                 f"{type(path_or_connection).__name__}"
             )
+        self._synchronous: Synchronous = synchronous or "FULL"
         try:
             self._setup()
         except sqlite3.Error as exc:
@@ -210,13 +206,12 @@ class SQLiteStore:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if self._owns_connection:
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         # One transaction, so two stores opening a new file at once cannot interleave
         # half-created schemas (CREATE ... IF NOT EXISTS is idempotent, not atomic).
         conn.execute("BEGIN IMMEDIATE")
-        for statement in SCHEMA.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        for statement in SCHEMA:
+            conn.execute(statement)
         conn.execute("COMMIT")
 
     def __repr__(self) -> str:
@@ -241,7 +236,7 @@ class SQLiteStore:
             if self._closed:
                 return
             self._closed = True
-            self._cache.clear()
+            self._remembered.clear()
             if self._owns_connection:
                 self._conn.close()
 
@@ -257,53 +252,59 @@ class SQLiteStore:
             closed.
         """
         session = check_session_id(session)
-        new = check_messages(messages)
         key = session.encode("utf-8")
+        plan = self._remembered.prepare(key, messages)
         with self._operation(f"save to session {session!r}") as conn:
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                # Reads the version and raises it in one statement; a save that turns
+                # out to change nothing rolls the raise back, so it writes nothing.
                 row = conn.execute(
-                    "SELECT version FROM storetest_sessions WHERE session = ?", (key,)
+                    "UPDATE storetest_sessions SET version = version + 1 WHERE session = ? "
+                    "RETURNING id, version",
+                    (key,),
                 ).fetchone()
-                stored_version: int | None = row[0] if row is not None else None
-                known = self._cache.get(session)
-                if known is not None and stored_version is not None and known[0] == stored_version:
-                    old = known[1]
-                    stored_len = len(old)
-                    prefix = _common_prefix(old, new)
-                    tail_bodies: list[str] = []
-                else:
-                    stored_len, prefix, tail_bodies = self._prefix_from_digests(conn, key, new)
-                if prefix == stored_len == len(new):
-                    # Nothing changed, so every handle's remembered version stays true.
-                    conn.execute("COMMIT")
-                    if stored_version is not None:
-                        self._remember(session, stored_version, new)
-                    return
-                if prefix < stored_len:
-                    conn.execute(
-                        "DELETE FROM storetest_messages WHERE session = ? AND position >= ?",
-                        (key, prefix),
+                stored_version: int | None = row[1] - 1 if row is not None else None
+                plan.start(stored_version)
+                while plan.fetch_from is not None:
+                    assert row is not None  # the plan reads rows only of a stored session
+                    plan.resolve(
+                        conn.execute(
+                            "SELECT position, digest FROM storetest_messages "
+                            "WHERE session_id = ? AND position >= ? ORDER BY position",
+                            (row[0], plan.fetch_from),
+                        ).fetchall()
                     )
-                if not tail_bodies:
-                    tail_bodies = [encode_message(m) for m in new[prefix:]]
+                if not plan.changed:
+                    # Nothing to write, so every handle's remembered version stays true.
+                    conn.execute("ROLLBACK")
+                    if stored_version is not None:
+                        self._remembered.learn(key, plan.known(stored_version))
+                    return
+                if row is None:
+                    (sid,) = conn.execute(
+                        "INSERT INTO storetest_sessions (session, version) VALUES (?, 1) RETURNING id",
+                        (key,),
+                    ).fetchone()
+                    version = 1
+                else:
+                    sid, version = row
+                if plan.delete:
+                    conn.execute(
+                        "DELETE FROM storetest_messages WHERE session_id = ? AND position >= ?",
+                        (sid, plan.keep),
+                    )
                 conn.executemany(
-                    "INSERT INTO storetest_messages (session, position, body, digest) VALUES (?, ?, ?, ?)",
-                    ((key, prefix + i, body, _digest(body)) for i, body in enumerate(tail_bodies)),
-                )
-                # A random token, not a counter: a session deleted and saved again can
-                # never reproduce a version some handle still remembers.
-                version = secrets.randbits(63)
-                conn.execute(
-                    "INSERT INTO storetest_sessions (session, version) VALUES (?, ?) "
-                    "ON CONFLICT (session) DO UPDATE SET version = excluded.version",
-                    (key, version),
+                    "INSERT INTO storetest_messages (session_id, position, digest, body) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(sid, position, digest, body) for position, digest, body in plan.rows],
                 )
                 conn.execute("COMMIT")
             except BaseException:
-                self._cache.pop(session, None)
+                # Rolled back, or perhaps not: what this handle remembers may be stale.
+                self._remembered.forget(key)
                 raise
-            self._remember(session, version, new)
+            self._remembered.learn(key, plan.known(version))
 
     def messages(self, session: str) -> list[Message]:
         """The session's transcript in the order saved; ``[]`` if never saved.
@@ -318,18 +319,24 @@ class SQLiteStore:
             # One read transaction: the version and the rows come from one snapshot,
             # so what is remembered is what was stored at that version.
             conn.execute("BEGIN")
-            row = conn.execute("SELECT version FROM storetest_sessions WHERE session = ?", (key,)).fetchone()
-            bodies = conn.execute(
-                "SELECT body FROM storetest_messages WHERE session = ? ORDER BY position",
-                (key,),
+            row = conn.execute(
+                "SELECT id, version FROM storetest_sessions WHERE session = ?", (key,)
+            ).fetchone()
+            if row is None:
+                conn.execute("COMMIT")
+                return []
+            rows = conn.execute(
+                "SELECT body, digest FROM storetest_messages WHERE session_id = ? ORDER BY position",
+                (row[0],),
             ).fetchall()
             conn.execute("COMMIT")
             try:
-                result = [decode_message(body) for (body,) in bodies]
+                # The store wrote these rows itself with encode_message: the trusted
+                # decoder skips value checks they cannot fail.
+                result = [decode_trusted(body) for body, _ in rows]
             except CodecError as exc:
                 raise StoreError(f"read of session {session!r} failed: {exc}") from exc
-            if row is not None:
-                self._remember(session, row[0], tuple(result))
+            self._remembered.learn_read(key, row[1], tuple(result), (digest for _, digest in rows))
             return result
 
     def add_steer(self, session: str, text: str) -> None:
@@ -358,19 +365,16 @@ class SQLiteStore:
         session = check_session_id(session)
         key = session.encode("utf-8")
         with self._operation(f"take_steers from session {session!r}") as conn:
-            # IMMEDIATE takes the write lock before the SELECT, so no other taker can
-            # read the same rows between this SELECT and the DELETE.
+            # IMMEDIATE takes the write lock first; one DELETE ... RETURNING then removes
+            # and returns the steers in one statement (it was a SELECT and a DELETE).
             conn.execute("BEGIN IMMEDIATE")
             rows = conn.execute(
-                "SELECT id, text FROM storetest_steers WHERE session = ? ORDER BY id", (key,)
+                "DELETE FROM storetest_steers WHERE session = ? RETURNING id, text", (key,)
             ).fetchall()
-            if rows:
-                conn.execute(
-                    "DELETE FROM storetest_steers WHERE session = ? AND id <= ?",
-                    (key, rows[-1][0]),
-                )
             conn.execute("COMMIT")
-            return [bytes(text).decode("utf-8") for _, text in rows]
+        # RETURNING order is undefined; ids were handed out in the order of the adds.
+        rows.sort()
+        return [bytes(text).decode("utf-8") for _, text in rows]
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -408,30 +412,3 @@ class SQLiteStore:
                 self._conn.rollback()
         except sqlite3.Error:
             _log.warning("rollback failed on SQLite database %s", self._where, exc_info=True)
-
-    def _prefix_from_digests(
-        self, conn: sqlite3.Connection, key: bytes, new: tuple[Message, ...]
-    ) -> tuple[int, int, list[str]]:
-        """Compare ``new`` with the stored rows by digest: (stored row count, common
-        prefix length, encoded bodies of ``new`` from the prefix on)."""
-        stored = conn.execute(
-            "SELECT position, digest FROM storetest_messages WHERE session = ? ORDER BY position",
-            (key,),
-        ).fetchall()
-        bodies = [encode_message(m) for m in new]
-        prefix = 0
-        for (position, digest), body in zip(stored, bodies, strict=False):
-            if position != prefix or digest != _digest(body):
-                break
-            prefix += 1
-        # A gap in positions ends the prefix like a changed row does, and the DELETE
-        # from the prefix on removes whatever follows it.
-        return len(stored), prefix, bodies[prefix:]
-
-    def _remember(self, session: str, version: int, messages: tuple[Message, ...]) -> None:
-        if self._cache_sessions == 0:
-            return
-        self._cache[session] = (version, messages)
-        self._cache.move_to_end(session)
-        while len(self._cache) > self._cache_sessions:
-            self._cache.popitem(last=False)

@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from storetest.codec import CodecError, decode_message, decode_messages, encode_message, encode_messages
+from storetest.codec import (
+    CodecError,
+    decode_message,
+    decode_messages,
+    decode_trusted,
+    encode_message,
+    encode_messages,
+)
 from storetest.contract import (
     MAX_SESSION_ID_BYTES,
     ROLES,
@@ -72,6 +79,7 @@ __all__ = [
     "check_steer_text",
     "decode_message",
     "decode_messages",
+    "decode_trusted",
     "encode_message",
     "encode_messages",
     "open_session",

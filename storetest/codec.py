@@ -7,8 +7,15 @@ text and ``decode_message`` turns it back into an equal message:
   their bytes survive (a store that parsed them would reorder keys, drop duplicates,
   rewrite numbers);
 - attachment bytes travel as base64;
+- a message holding exactly one piece of text, the most common kind, is written
+  ``{"role":...,"content":"the text"}``: its content is a string, not a list of parts,
+  which makes it shorter to store and cheaper to parse;
 - control characters, NUL included, are escaped, so the text holds no NUL and can go
   into any ``TEXT`` column (Postgres refuses NUL in text).
+
+:func:`decode_message` checks everything, as it must for text from anywhere.
+:func:`decode_trusted` is the fast path for text a store wrote itself with
+:func:`encode_message`: it skips the value checks that such text cannot fail.
 
 The encoding is deterministic: equal messages encode to equal text, which lets a
 store compare what it wrote last time with what it is asked to write now without
@@ -20,12 +27,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
 
-__all__ = ["CodecError", "decode_message", "decode_messages", "encode_message", "encode_messages"]
+__all__ = [
+    "CodecError",
+    "decode_message",
+    "decode_messages",
+    "decode_trusted",
+    "encode_message",
+    "encode_messages",
+]
 
 
 class CodecError(ValueError):
@@ -53,8 +67,17 @@ def _encode_part(part: Content) -> dict[str, Any]:
 
 def encode_message(message: Message) -> str:
     """One message as compact JSON text (no NUL, valid UTF-8, deterministic)."""
-    body = {"role": message.role, "content": [_encode_part(p) for p in message.content]}
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    content = message.content
+    if len(content) == 1 and type(content[0]) is Text:
+        body: dict[str, Any] = {"role": message.role, "content": content[0].text}
+    else:
+        body = {"role": message.role, "content": [_encode_part(p) for p in content]}
+    return _dumps(body)
+
+
+# One encoder, built once: json.dumps builds a new JSONEncoder on every call that passes
+# options, and encoding is on every save's path.
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def encode_messages(messages: Iterable[Message]) -> list[str]:
@@ -81,7 +104,10 @@ def decode_message(text: str | bytes) -> Message:
     """
     try:
         raw = json.loads(text)
-        return Message(raw["role"], tuple(_decode_part(p) for p in raw["content"]))
+        content = raw["content"]
+        if isinstance(content, str):
+            return Message(raw["role"], (Text(content),))
+        return Message(raw["role"], tuple(_decode_part(p) for p in content))
     except CodecError:
         raise
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
@@ -90,3 +116,91 @@ def decode_message(text: str | bytes) -> Message:
 
 def decode_messages(texts: Iterable[str | bytes]) -> list[Message]:
     return [decode_message(t) for t in texts]
+
+
+# Trusted decoding builds the frozen values without running their checks: allocate the
+# instance and write each slot through its member descriptor, the way the dataclass's
+# own __init__ would, minus __post_init__. Looked up once; a change to the value types'
+# fields breaks these lookups at import, not silently at run time.
+_new = object.__new__
+_set_text = Text.__dict__["text"].__set__
+_set_call_id = ToolCall.__dict__["id"].__set__
+_set_call_name = ToolCall.__dict__["name"].__set__
+_set_call_arguments = ToolCall.__dict__["arguments"].__set__
+_set_result_call_id = ToolResult.__dict__["call_id"].__set__
+_set_result_content = ToolResult.__dict__["content"].__set__
+_set_result_is_error = ToolResult.__dict__["is_error"].__set__
+_set_media_type = Attachment.__dict__["media_type"].__set__
+_set_data = Attachment.__dict__["data"].__set__
+_set_role = Message.__dict__["role"].__set__
+_set_content = Message.__dict__["content"].__set__
+_b64decode = base64.b64decode
+# The C scanner json.loads ends in, without the wrapper around it (type checks, two
+# whitespace regexes, the trailing-data check): half the cost of a short document.
+# Text from encode_message has no surrounding whitespace; trailing data is checked below.
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _trusted_part(raw: dict[str, Any]) -> Content:
+    kind = raw["type"]
+    part: Any
+    if kind == "text":
+        part = _new(Text)
+        _set_text(part, raw["text"])
+    elif kind == "tool_call":
+        part = _new(ToolCall)
+        _set_call_id(part, raw["id"])
+        _set_call_name(part, raw["name"])
+        _set_call_arguments(part, raw["arguments"])
+    elif kind == "tool_result":
+        part = _new(ToolResult)
+        _set_result_call_id(part, raw["call_id"])
+        _set_result_content(part, raw["content"])
+        _set_result_is_error(part, raw["is_error"])
+    elif kind == "attachment":
+        part = _new(Attachment)
+        _set_media_type(part, raw["media_type"])
+        _set_data(part, _b64decode(raw["data"]))
+    else:
+        raise CodecError(f"unknown content type {kind!r}")
+    return part  # type: ignore[no-any-return]
+
+
+def decode_trusted(text: str | bytes) -> Message:
+    """The message :func:`encode_message` turned into ``text``, for text the caller
+    wrote itself (a store reading back its own rows).
+
+    It skips the checks :func:`decode_message` runs through the value types' constructors
+    (that each field is a ``str``, ``bytes`` or ``bool``, the role one of
+    :data:`~storetest.contract.ROLES`, no lone surrogate, base64 alphabet): text made
+    by :func:`encode_message` from checked messages passes them all. It also calls
+    the C scanner under :func:`json.loads` directly, skipping the wrapper's whitespace
+    handling (encoded text has none). Text that is not JSON, has data after it, lacks
+    a field or names an unknown content type still raises; other damage (a field of
+    the wrong type) goes unnoticed, so never use it on text from anywhere else.
+
+    :raises CodecError: ``text`` is not JSON of an encoded message's shape.
+    """
+    try:
+        if not isinstance(text, str):
+            text = text.decode("utf-8")
+        raw, end = _scan(text, 0)
+        if end != len(text):
+            raise CodecError(f"not an encoded message (data after the JSON): {text[:80]!r}")
+        message = _new(Message)
+        _set_role(message, raw["role"])
+        content = raw["content"]
+        if type(content) is str:
+            part = _new(Text)
+            _set_text(part, content)
+            _set_content(message, (part,))
+        else:
+            _set_content(message, tuple([_trusted_part(p) for p in content]))
+        return message
+    except CodecError:
+        raise
+    except StopIteration:
+        # The scanner's way of saying there is no JSON value at the start.
+        raise CodecError(f"not an encoded message (no JSON value): {text[:80]!r}") from None
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise CodecError(f"not an encoded message ({exc}): {text[:80]!r}") from None

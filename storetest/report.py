@@ -36,12 +36,21 @@ def render_text(report: Report, width: int = 100) -> str:
     lines = [_header(report)]
     if not report.results:
         return "\n".join(lines)
-    name_width = max(len(r.clause) for r in report.results)
-    for r in report.results:
+    shown = [r for r in report.results if r.outcome != "not claimed"]
+    name_width = max((len(r.clause) for r in shown), default=0)
+    for r in shown:
         lines.append(f"  {SHOWN[r.outcome]:5} {r.clause:<{name_width}}  {r.seconds:6.2f}s")
         if r.diagnosis and r.outcome != "passed":
             lines += textwrap.wrap(r.diagnosis, max(40, width - 2), initial_indent="        ",
                                    subsequent_indent="        ")
+    # Clauses of a contract the store does not keep: one line per reason, not a row each.
+    unclaimed: dict[str, list[str]] = {}
+    for r in report.results:
+        if r.outcome == "not claimed":
+            unclaimed.setdefault(r.diagnosis, []).append(r.clause)
+    for reason, names in unclaimed.items():
+        lines += textwrap.wrap(f"not claimed ({len(names)}): {', '.join(names)}: {reason}", max(40, width - 2),
+                               initial_indent="  ", subsequent_indent="        ")
     if report.not_run:
         lines.append(f"  not run ({len(report.not_run)}): {', '.join(report.not_run)}")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -148,3 +149,12 @@ def test_reports_carry_everything_a_reader_needs(tmp_path: Path) -> None:
     assert len(failed["violations"]) >= 1 and failed["replay"].startswith("storetest check thirdparty:make_store")
     assert [c["clause"] for c in run["clauses"]] == [n for n in [c.name for c in CLAUSES]
                                                       if n in {c["clause"] for c in run["clauses"]}]
+
+
+def test_the_profile_comes_from_the_environment_too(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "storetest.cli", "check", "-k", "unknown_session", "-q",
+                           "--report", str(report)], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "STORETEST_PROFILE": "ci"}, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(report.read_text())["runs"][0]["profile"] == "ci"

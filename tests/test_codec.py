@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given
 
 from storetest import CodecError, Message, decode_message, encode_message
+from storetest.codec import decode_trusted
+from storetest.contract import Text
 from storetest.strategies import messages
 
 
@@ -42,3 +44,51 @@ def test_arguments_travel_as_a_string_not_as_json() -> None:
 def test_garbage_raises_codec_error(garbage: str) -> None:
     with pytest.raises(CodecError):
         decode_message(garbage)
+
+
+# -- the trusted path, for text a store wrote itself --------------------------------------
+
+
+@given(messages)
+def test_trusted_decoding_gives_the_same_message(message: Message) -> None:
+    text = encode_message(message)
+    trusted = decode_trusted(text)
+    assert trusted == message
+    assert hash(trusted) == hash(message)
+    assert decode_trusted(text.encode("utf-8")) == message
+
+
+@pytest.mark.parametrize("garbage", ["", "{", "[]", '{"role":"user"}',
+                                      '{"role":"user","content":[{"type":"video"}]}',
+                                      '{"role":"user","content":[{"text":"no type"}]}',
+                                      '{"role":"user","content":[]} and more',
+                                      ' {"role":"user","content":[]}', b"\xff"])
+def test_trusted_decoding_still_refuses_what_is_not_a_message(garbage: str | bytes) -> None:
+    with pytest.raises(CodecError):
+        decode_trusted(garbage)
+
+
+def test_only_the_public_decoder_checks_values() -> None:
+    """The checks the trusted path skips are real: untrusted text must keep them."""
+    wrong_role = '{"role":"robot","content":[]}'
+    wrong_type = '{"role":"user","content":[{"type":"text","text":5}]}'
+    for text in (wrong_role, wrong_type):
+        with pytest.raises(CodecError):
+            decode_message(text)
+        decode_trusted(text)  # no error: only for text the caller encoded itself
+
+
+def test_one_piece_of_text_is_stored_as_a_string() -> None:
+    """The common message is short to store; the list form still decodes the same."""
+    message = Message.text("user", "hi")
+    assert encode_message(message) == '{"role":"user","content":"hi"}'
+    as_list = '{"role":"user","content":[{"type":"text","text":"hi"}]}'
+    assert decode_message(as_list) == message == decode_trusted(as_list)
+    two = Message("user", (Text("a"), Text("b")))
+    assert encode_message(two).startswith('{"role":"user","content":[')
+
+
+def test_content_that_is_neither_text_nor_parts_is_refused() -> None:
+    for text in ('{"role":"user","content":5}', '{"role":"user","content":{"type":"text"}}'):
+        with pytest.raises(CodecError):
+            decode_message(text)

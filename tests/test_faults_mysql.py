@@ -23,7 +23,7 @@ from tests.faults.settings import CONNECTION_KILLS, CUT_SHARE, KILLS, SEED, repo
 pytest.importorskip("pymysql")
 
 from reference_stores.mysql import SCHEMA, MySQLStore
-from storetest._databases.mysql import connect
+from storetest.databases import mysql_connection as connect
 
 
 @pytest.fixture

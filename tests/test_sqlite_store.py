@@ -22,7 +22,6 @@ from storetest.contract import Attachment, Message, StoreError, Text, ToolCall, 
 TABLES = ("storetest_sessions", "storetest_messages", "storetest_steers")
 TEXT_COLUMNS = {
     ("storetest_sessions", "session"),
-    ("storetest_messages", "session"),
     ("storetest_messages", "body"),
     ("storetest_messages", "digest"),
     ("storetest_steers", "session"),
@@ -90,8 +89,9 @@ def test_text_columns_are_declared_text_or_blob(store: SQLiteStore, db_path: Pat
 def test_schema_is_exported_and_idempotent(tmp_path: Path) -> None:
     """SCHEMA is what the store runs, and opening a second store on the file is harmless."""
     conn = sqlite3.connect(tmp_path / "plain.sqlite")
-    conn.executescript(SCHEMA)
-    conn.executescript(SCHEMA)
+    for _ in range(2):
+        for statement in SCHEMA:
+            conn.execute(statement)
     conn.close()
     with SQLiteStore(tmp_path / "plain.sqlite") as s, SQLiteStore(tmp_path / "plain.sqlite") as t:
         s.save("x", [turn(1)])
@@ -114,7 +114,11 @@ def test_numeric_looking_text_round_trips(store: SQLiteStore, db_path: Path) -> 
     assert steer_kinds == [("blob", "blob")]
     assert store.messages("1.0") == transcript
     assert store.take_steers("1.0") == ["1.0"]
-    kinds = run_sql(db_path, "SELECT DISTINCT typeof(session), typeof(body) FROM storetest_messages")
+    kinds = run_sql(
+        db_path,
+        "SELECT DISTINCT typeof(s.session), typeof(m.body) FROM storetest_messages m "
+        "JOIN storetest_sessions s ON s.id = m.session_id",
+    )
     assert kinds == [("blob", "text")]
 
 
@@ -402,7 +406,7 @@ def test_failing_rollback_does_not_replace_the_error(db_path: Path, caplog: pyte
 
 
 def test_save_after_save_writes_only_the_tail(
-    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]],
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], db_path: Path
 ) -> None:
     """Turn N+1 after turn N: one message row and the version, nothing read back."""
     store, conn, statements = traced
@@ -414,7 +418,13 @@ def test_save_after_save_writes_only_the_tail(
     assert not [s for s in statements if "digest FROM" in s]
     assert sum(s.startswith("INSERT INTO storetest_messages") for s in statements) <= 1
     assert store.messages("s") == transcript
-    assert changes_during(conn, lambda: store.save("s", list(transcript))) == 0
+    # A save that changes nothing commits nothing: another connection sees no new data.
+    with closing(sqlite3.connect(db_path)) as watcher:
+        before = watcher.execute("PRAGMA data_version").fetchone()
+        store.save("s", list(transcript))
+        assert watcher.execute("PRAGMA data_version").fetchone() == before
+        store.save("s", [*transcript, turn(51)])
+        assert watcher.execute("PRAGMA data_version").fetchone() != before
 
 
 def test_save_after_read_writes_only_the_tail(
@@ -449,7 +459,7 @@ def test_save_after_another_handle_wrote_compares_digests(
     def no_decoding(text: object) -> Message:
         raise AssertionError("save decoded a stored message")
 
-    monkeypatch.setattr(sqlite_module, "decode_message", no_decoding)
+    monkeypatch.setattr(sqlite_module, "decode_trusted", no_decoding)
     statements.clear()
     grown = [*mine, turn(40), turn(41)]
     assert changes_during(conn, lambda: store.save("s", grown)) == 2
@@ -509,3 +519,39 @@ def test_remembered_sessions_are_bounded(
     conn.close()
     with pytest.raises(ValueError):
         SQLiteStore(db_path, cache_sessions=-1)
+
+
+# -- durability and takes --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("given", "level"), [(None, 2), ("FULL", 2), ("NORMAL", 1), ("EXTRA", 3)])
+def test_synchronous_is_full_unless_chosen(db_path: Path, given: Any, level: int) -> None:
+    """The default fsyncs every commit; NORMAL and EXTRA are there when chosen."""
+    with SQLiteStore(db_path, synchronous=given) as store:
+        assert store._conn.execute("PRAGMA synchronous").fetchone() == (level,)
+        assert store._conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_synchronous_off_and_on_a_given_connection_are_refused(db_path: Path) -> None:
+    with pytest.raises(ValueError, match="OFF is refused"):
+        SQLiteStore(db_path, synchronous="OFF")  # type: ignore[arg-type]
+    conn = sqlite3.connect(db_path)
+    with pytest.raises(ValueError, match="PRAGMA synchronous yourself"):
+        SQLiteStore(conn, synchronous="NORMAL")
+    conn.close()
+
+
+def test_a_take_is_one_statement_and_keeps_the_order(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]],
+) -> None:
+    """DELETE ... RETURNING removes and returns in one statement; RETURNING has no
+    order of its own, so the store sorts by id."""
+    store, _, statements = traced
+    texts = [f"steer {i}" for i in range(50)]
+    for text in texts:
+        store.add_steer("s", text)
+    statements.clear()
+    assert store.take_steers("s") == texts
+    touching = [s for s in statements if "storetest_steers" in s]
+    assert len(touching) == 1 and touching[0].startswith("DELETE"), statements
+    assert store.take_steers("s") == []

@@ -8,7 +8,10 @@
 - :mod:`~storetest.clauses.replicas`: two handles on one backend;
 - :mod:`~storetest.clauses.model`: a state machine against a plain model;
 - :mod:`~storetest.clauses.logs`: entry logs (the ``log`` capability): exact entries,
-  append order, refused batches, exclusive creates, racing appends, fork, compaction.
+  append order, refused batches, isolation, replicas;
+- :mod:`~storetest.clauses.log_races`: concurrent appends, atomic batches, creates;
+- :mod:`~storetest.clauses.log_operations`: fork and compaction;
+- :mod:`~storetest.clauses.log_model`: the entry-log state machine.
 
 A clause takes a ``Target`` (the store, maybe a replica, the event loop, profile and
 seed) and raises :class:`~storetest.failures.ConformanceFailure` listing every
@@ -21,7 +24,10 @@ import importlib
 from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
 
 #: The topic modules, in the order their clauses run; importing one registers its clauses.
-TOPICS = ("content", "transcripts", "steers", "replicas", "model", "logs")
+TOPICS = (
+    "content", "transcripts", "steers", "replicas", "model",
+    "logs", "log_races", "log_operations", "log_model",
+)
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")
 

@@ -32,7 +32,7 @@ def store_matches_model(t: Target) -> None:
     """Long random interleavings of every operation the store claims, over several
     sessions and handles, match a plain in-memory model at every step.
 
-    Runs as many steps as the profile says (60 by default, hundreds when thorough).
+    Runs as many steps as the profile says (50 by default, hundreds when thorough).
     Catches bugs that only appear in combination or late: a cache invalidated on one
     path but not another, a take that clears the transcript, ids merged only after a
     write, a store that forgets after its Nth write.

@@ -1,0 +1,325 @@
+"""Our SQLite store against the OpenAI Agents SDK's ``SQLiteSession`` and
+``SQLAlchemySession`` (on aiosqlite), side by side in one interleaved run.
+
+    pip install "storetest[bench]"       # openai-agents, sqlalchemy[asyncio], aiosqlite
+    python benchmarks/peers.py           # about a minute; --repeats 15 by default
+
+What is compared, at equal durability (every store in WAL mode; the run is made once
+with ``synchronous=FULL`` and once with ``NORMAL``, set on every contender's connections
+and read back) and equal threading (every call goes through a worker thread: the peers
+run each call in one, so ours is called through ``asyncio.to_thread``):
+
+- save at turn 20 and 2,000, one handle, and two handles alternating on one session
+  (each save is a replica's that did not write the last version). Ours saves the whole
+  transcript; the peers' ``add_items`` appends the one new message, their cheapest write;
+- read of 2,000 messages: ours by a handle of its own (a read always reads the rows,
+  and the handle learns their digests), the peers' ``get_items()``; and ``json.loads``
+  of our 2,000 stored bodies alone, no SQL, as the floor for any reader that parses
+  JSON;
+- the total of growing a 2,000-turn conversation (a save after every turn), and the
+  database file size it leaves (after a WAL checkpoint).
+
+Messages are ~500 characters. Medians over ``--repeats`` rounds; within a round the
+contenders take turns in a rotating order, so drift on a shared machine hits all alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from reference_stores.sqlite import SQLiteStore
+from storetest.contract import Message, Role
+
+INSTALL = 'pip install "storetest[bench]"   (openai-agents, sqlalchemy[asyncio], aiosqlite)'
+TURNS = 2000
+SMALL = 20
+SIZE = 500
+
+
+def texts(n: int) -> list[tuple[Role, str]]:
+    filler = "lorem ipsum dolor sit amet, consectetur adipiscing elit. "
+    body = (filler * (SIZE // len(filler) + 1))[:SIZE]
+    roles: tuple[Role, Role] = ("user", "assistant")
+    return [(roles[i % 2], f"{i:06d} {body}"[:SIZE]) for i in range(n)]
+
+
+class Ours:
+    name = "storetest SQLiteStore"
+
+    def __init__(self, path: Path, synchronous: str, n: int) -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self.conv = [Message.text(role, text) for role, text in texts(n)]
+        self.handles: dict[str, SQLiteStore] = {}
+        self.transcripts: dict[str, list[Message]] = {}
+
+    def _transcript(self, session: str, n: int) -> list[Message]:
+        """The session's transcript of n messages, one list growing as an agent's does."""
+        transcript = self.transcripts.setdefault(session, [])
+        del transcript[n:]
+        transcript.extend(self.conv[len(transcript) : n])
+        return transcript
+
+    def _handle(self, which: str) -> SQLiteStore:
+        if which not in self.handles:
+            # Every read reads the rows (none is served from memory); the reader is a
+            # handle like the others and learns what it read.
+            self.handles[which] = SQLiteStore(self.path, synchronous=self.synchronous)  # type: ignore[arg-type]
+        return self.handles[which]
+
+    async def setup(self, session: str, n: int, *, handles: tuple[str, ...]) -> None:
+        await asyncio.to_thread(self._handle(handles[0]).save, session, self._transcript(session, n))
+        for other in handles[1:]:  # a replica joins by reading the session first
+            await asyncio.to_thread(self._handle(other).messages, session)
+
+    async def turn(self, session: str, n: int, which: str) -> None:
+        """The agent's save before request n: the whole transcript of n messages."""
+        await asyncio.to_thread(self._handle(which).save, session, self._transcript(session, n))
+
+    async def read(self, session: str) -> int:
+        return len(await asyncio.to_thread(self._handle("reader").messages, session))
+
+    async def synchronous_level(self) -> int:
+        store = self._handle("a")
+        return int(store._conn.execute("PRAGMA synchronous").fetchone()[0])
+
+    async def close(self) -> None:
+        for store in self.handles.values():
+            store.close()
+
+
+class _Peer:
+    name = ""
+
+    def __init__(self, path: Path, synchronous: str, n: int) -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self.items = [{"role": role, "content": text} for role, text in texts(n)]
+        self.handles: dict[tuple[str, str], Any] = {}
+
+    def _make(self, session: str) -> Any:
+        raise NotImplementedError
+
+    def _handle(self, session: str, which: str) -> Any:
+        if (session, which) not in self.handles:
+            self.handles[(session, which)] = self._make(session)
+        return self.handles[(session, which)]
+
+    async def setup(self, session: str, n: int, *, handles: tuple[str, ...]) -> None:
+        await self._handle(session, handles[0]).add_items(self.items[:n])
+        for other in handles[1:]:
+            await self._handle(session, other).get_items()
+
+    async def turn(self, session: str, n: int, which: str) -> None:
+        """The peer's cheapest write before request n: append message n alone."""
+        await self._handle(session, which).add_items([self.items[n - 1]])
+
+    async def read(self, session: str) -> int:
+        return len(await self._handle(session, "reader").get_items())
+
+    async def close(self) -> None:
+        for handle in self.handles.values():
+            close = getattr(handle, "close", None)  # SQLAlchemySession has none: its engine does
+            if close is not None:
+                close()
+
+
+class PeerSQLiteSession(_Peer):
+    name = "openai-agents SQLiteSession"
+
+    def _make(self, session: str) -> Any:
+        from agents import SQLiteSession
+
+        level = self.synchronous
+
+        class Session(SQLiteSession):  # type: ignore[misc]
+            @staticmethod
+            def _configure_connection(conn: sqlite3.Connection) -> None:
+                SQLiteSession._configure_connection(conn)
+                conn.execute(f"PRAGMA synchronous = {level}")
+
+        return Session(session, self.path)
+
+    async def synchronous_level(self) -> int:
+        handle = self._handle("probe", "a")
+
+        def probe() -> int:
+            return int(handle._get_connection().execute("PRAGMA synchronous").fetchone()[0])
+
+        return await asyncio.to_thread(probe)
+
+
+class PeerSQLAlchemySession(_Peer):
+    name = "openai-agents SQLAlchemySession"
+
+    def __init__(self, path: Path, synchronous: str, n: int) -> None:
+        super().__init__(path, synchronous, n)
+        from sqlalchemy import event
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        self.engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
+        level = synchronous
+
+        @event.listens_for(self.engine.sync_engine, "connect")
+        def _durability(dbapi_connection: Any, _: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"PRAGMA synchronous = {level}")
+            cursor.close()
+
+    def _make(self, session: str) -> Any:
+        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+
+        return SQLAlchemySession(session, engine=self.engine, create_tables=True)
+
+    async def synchronous_level(self) -> int:
+        from sqlalchemy import text
+
+        await self._handle("probe", "a").get_items()  # creates the tables, connects
+        async with self.engine.connect() as conn:
+            journal = (await conn.execute(text("PRAGMA journal_mode"))).scalar()
+            assert journal == "wal", journal
+            return int((await conn.execute(text("PRAGMA synchronous"))).scalar() or 0)
+
+    async def close(self) -> None:
+        await super().close()
+        await self.engine.dispose()
+
+
+CONTENDERS = (Ours, PeerSQLiteSession, PeerSQLAlchemySession)
+LEVELS = {"NORMAL": 1, "FULL": 2}
+
+
+async def run_level(base: Path, synchronous: str, repeats: int) -> dict[str, Any]:
+    n = TURNS + repeats + 2
+    stores = [make(base / f"{make.__name__}-{synchronous}.sqlite", synchronous, n) for make in CONTENDERS]
+    results: dict[str, dict[str, list[float]]] = {s.name: {} for s in stores}
+    try:
+        for store in stores:
+            level = await store.synchronous_level()
+            if level != LEVELS[synchronous]:
+                raise SystemExit(f"{store.name}: synchronous is {level}, not {synchronous}")
+            await store.setup("one-20", SMALL - 1, handles=("a",))
+            await store.setup("one-2000", TURNS - 1, handles=("a",))
+            await store.setup("two-20", SMALL - 1, handles=("a", "b"))
+            await store.setup("two-2000", TURNS - 1, handles=("a", "b"))
+        # Ours' reader reads the floor's bodies straight from the file, once.
+        with sqlite3.connect(stores[0].path) as conn:
+            bodies = [b for (b,) in conn.execute(
+                "SELECT body FROM storetest_messages m JOIN storetest_sessions s ON s.id = m.session_id "
+                "WHERE s.session = ? ORDER BY position",
+                (b"one-2000",),
+            )]
+        measures: list[tuple[str, str, int, str]] = [
+            ("save@20 one", "one-20", SMALL, "a"),
+            ("save@2000 one", "one-2000", TURNS, "a"),
+            ("save@20 two", "two-20", SMALL, "ab"),
+            ("save@2000 two", "two-2000", TURNS, "ab"),
+            ("read 2000", "one-2000", TURNS, ""),
+        ]
+        for r in range(repeats):
+            # Measure by measure, the contenders taking turns in a rotating order.
+            order = stores[r % len(stores):] + stores[: r % len(stores)]
+            for label, session, size, handles in measures:
+                for store in order:
+                    if handles:
+                        call = store.turn(session, size + r, handles[r % len(handles)])
+                    else:
+                        call = store.read(session)
+                    start = time.perf_counter()
+                    await call
+                    results[store.name].setdefault(label, []).append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            for body in bodies[:TURNS]:
+                json.loads(body)
+            results.setdefault("json.loads floor", {}).setdefault("read 2000", []).append(
+                (time.perf_counter() - start) * 1000
+            )
+    finally:
+        for store in stores:
+            await store.close()
+    medians = {name: {k: statistics.median(v) for k, v in got.items()} for name, got in results.items()}
+
+    # A whole conversation, grown as an agent grows it, each contender in a file of its own.
+    totals: dict[str, float] = {}
+    sizes: dict[str, int] = {}
+    for make in CONTENDERS:
+        path = base / f"{make.__name__}-{synchronous}-conversation.sqlite"
+        store = make(path, synchronous, TURNS)
+        try:
+            start = time.perf_counter()
+            for turn in range(1, TURNS + 1):
+                await store.turn("conversation", turn, "a")
+            totals[store.name] = (time.perf_counter() - start) * 1000
+        finally:
+            await store.close()
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        sizes[store.name] = os.path.getsize(path)
+    return {"medians": medians, "totals": totals, "sizes": sizes}
+
+
+def report(synchronous: str, result: dict[str, Any], repeats: int) -> str:
+    med, totals, sizes = result["medians"], result["totals"], result["sizes"]
+    ours, peer, alchemy = (c.name for c in CONTENDERS)
+    lines = [
+        f"### synchronous={synchronous}, WAL, every call through a worker thread "
+        f"(medians of {repeats}, ms)",
+        "",
+        f"| measure | {ours} | {peer} | {alchemy} | ours / SQLiteSession | ours / SQLAlchemySession |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key in ("save@20 one", "save@2000 one", "save@20 two", "save@2000 two", "read 2000"):
+        a, b, c = med[ours][key], med[peer][key], med[alchemy][key]
+        lines.append(f"| {key} | {a:.3f} | {b:.3f} | {c:.3f} | {a / b:.2f}x | {a / c:.2f}x |")
+    floor = med["json.loads floor"]["read 2000"]
+    lines.append(f"| json.loads of our 2,000 bodies (floor) | {floor:.3f} | | | | |")
+    a, b, c = (totals[x] for x in (ours, peer, alchemy))
+    lines.append(
+        f"| 2,000-turn conversation, total | {a:.0f} | {b:.0f} | {c:.0f} | {a / b:.2f}x | {a / c:.2f}x |"
+    )
+    a, b, c = (sizes[x] / 1e6 for x in (ours, peer, alchemy))
+    lines.append(f"| file size (MB) | {a:.2f} | {b:.2f} | {c:.2f} | {a / b:.2f}x | {a / c:.2f}x |")
+    growth_one = med[ours]["save@2000 one"] / med[ours]["save@20 one"]
+    growth_two = med[ours]["save@2000 two"] / med[ours]["save@20 two"]
+    lines += [
+        "",
+        f"ours: save@2000 / save@20 = {growth_one:.2f}x (one handle), {growth_two:.2f}x (two alternating); "
+        f"read 2000 / json.loads floor = {med[ours]['read 2000'] / floor:.2f}x",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=15, help="interleaved rounds (default 15)")
+    parser.add_argument("--synchronous", action="append", choices=sorted(LEVELS), help="default: both")
+    args = parser.parse_args(argv)
+    try:
+        import aiosqlite  # noqa: F401
+        import sqlalchemy.ext.asyncio  # noqa: F401
+        from agents import SQLiteSession  # noqa: F401
+        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession  # noqa: F401
+    except ImportError as exc:
+        print(f"benchmarks/peers.py needs the peers it compares against: {exc}.")
+        print(f"Install them with: {INSTALL}")
+        return 2
+    with tempfile.TemporaryDirectory(prefix="storetest-peers-", dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
+        for synchronous in args.synchronous or ["FULL", "NORMAL"]:
+            result = asyncio.run(run_level(Path(tmp), synchronous, args.repeats))
+            print(report(synchronous, result, args.repeats))
+            print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

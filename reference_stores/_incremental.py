@@ -1,0 +1,332 @@
+"""The incremental save every SQL reference store shares: what to keep, what to write.
+
+An agent saves its whole transcript before every model request, so a store that
+rewrites it all pays O(turns) per save, and one that finds the unchanged prefix by
+re-encoding and re-hashing every message pays the same in CPU. This module finds the
+prefix in work proportional to what changed, for the handle that wrote last *and* for
+a replica that did not, and leaves each backend only its statements.
+
+What is stored, per session (the backends' ``SCHEMA`` spell it in their own types):
+
+- a session row with ``version``: a counter that every save changing the transcript
+  raises by one, under the session's row lock (a store may raise it on every save);
+  ``0``, or no row, means nothing was ever saved;
+- one row per message: ``position`` (0, 1, ...), ``body`` (:func:`encode_message` text)
+  and ``digest``, the *chain digest* of the transcript up to and including that row:
+  ``digest[i] = SHA-256(digest[i-1] + body[i])``, with ``digest[-1] = b""``. Equal
+  digests at position ``i`` mean equal transcripts up to ``i``: one row vouches for the
+  whole prefix before it.
+
+What a handle remembers (:class:`Remembered`, at most ``cache_sessions`` sessions, least
+recently used forgotten first): per session, the version it last wrote or read, the
+message objects it held then and their chain digests. The version rule: a remembered
+entry is trusted only when its version equals the stored one, read under the lock; it
+is never replaced by an entry with an older version (a slow read finishing after a
+save).
+
+How a save finds what to write (:class:`SavePlan`), with ``p`` the number of leading
+messages the new transcript shares with the remembered one (a tuple comparison in C
+that tries identity first: agents pass back the very objects they saved or read):
+
+1. the stored version is the remembered one: the stored rows are the remembered
+   messages, so nothing is read;
+2. it is not (another handle wrote): read the stored digests from position ``p - 1`` on;
+   if the one at ``p - 1`` is the remembered one, the first ``p`` rows are unchanged,
+   and the rows after it are what the other handle wrote since, compared digest by
+   digest with the new tail. One indexed range read, no work on the prefix;
+3. otherwise (the prefix itself was rewritten, or nothing is remembered): read every
+   stored digest and compare with the remembered ones, then with the new tail's.
+
+Only messages from the first difference on are encoded and hashed; only rows from
+there on are deleted and inserted. A handle that remembers nothing (its first save of
+a session it never read) encodes and hashes everything once.
+
+The stores' tables must be written only by the stores: a row changed behind their back
+without a version bump goes unseen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Final
+
+from storetest.codec import encode_message
+from storetest.contract import Message, check_messages
+
+__all__ = [
+    "DEFAULT_CACHE_SESSIONS",
+    "DIGEST_SIZE",
+    "Known",
+    "Remembered",
+    "SavePlan",
+    "chain_digest",
+    "chain_digests",
+    "check_cache_sessions",
+    "common_prefix",
+]
+
+#: Bytes in one chain digest (SHA-256: collision resistant, so equal digests stand for
+#: equal prefixes, even against someone who chooses message text to collide).
+DIGEST_SIZE: Final = 32
+
+#: Sessions a handle remembers unless told otherwise. Each costs references to its
+#: messages (kept alive while remembered) plus 32 bytes of digest per message.
+DEFAULT_CACHE_SESSIONS: Final = 128
+
+
+def chain_digest(previous: bytes, body: str) -> bytes:
+    """The digest of a transcript whose previous rows digest to ``previous`` (``b""``
+    for none) and whose next row holds ``body``."""
+    h = hashlib.sha256(previous)
+    h.update(body.encode("utf-8"))
+    return h.digest()
+
+
+def chain_digests(previous: bytes, bodies: Sequence[str]) -> bytes:
+    """The chain digests of ``bodies`` following ``previous``, concatenated."""
+    out = bytearray()
+    for body in bodies:
+        previous = chain_digest(previous, body)
+        out += previous
+    return bytes(out)
+
+
+def check_cache_sessions(cache_sessions: object) -> int:
+    """Return ``cache_sessions`` if it is a usable cache size, else raise ``ValueError``."""
+    if type(cache_sessions) is not int or cache_sessions < 0:
+        raise ValueError(f"cache_sessions must be an int >= 0, not {cache_sessions!r}")
+    return cache_sessions
+
+
+def common_prefix(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
+    """How many leading messages ``old`` and ``new`` share.
+
+    Messages are frozen values and the codec is deterministic, so equal messages encode
+    to equal rows: comparing values compares what is stored. Tuple equality runs in C
+    and tries identity before ``__eq__``, so a caller passing back the objects it saved
+    or read costs a pointer comparison per message.
+    """
+    n = min(len(old), len(new))
+    # Slice only the longer side: at turn 2,000 each copy costs as much as the compare.
+    if (old if n == len(old) else old[:n]) == (new if n == len(new) else new[:n]):
+        return n
+    i = 0
+    while i < n and old[i] == new[i]:
+        i += 1
+    return i
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What a handle knows a session held at ``version``: its messages and their chain
+    digests, concatenated (``DIGEST_SIZE`` bytes per message)."""
+
+    version: int
+    messages: tuple[Message, ...]
+    digests: bytes
+
+    def digest_at(self, position: int) -> bytes:
+        return self.digests[position * DIGEST_SIZE : (position + 1) * DIGEST_SIZE]
+
+
+class SavePlan:
+    """What one save must do, worked out in two steps: :meth:`Remembered.prepare`
+    checks the new transcript and compares it with what the handle remembers, before
+    any database work; :meth:`start` takes the stored version, read under the session's
+    lock, and asks for stored digests if it needs them. The backend runs::
+
+        plan = remembered.prepare(key, messages)      # raises TypeError, touches nothing
+        <begin; lock the session row and read its version>
+        plan.start(stored_version)
+        while plan.fetch_from is not None:
+            plan.resolve(<(position, digest) rows with position >= plan.fetch_from,
+                          ordered by position>)
+        if plan.delete: <delete rows with position >= plan.keep>
+        <insert plan.rows: (position, digest, body)>
+        if plan.changed: <raise the version>
+
+    and, once committed, ``remembered.learn(key, plan.known(new_version))``. A
+    transaction retried after a deadlock calls :meth:`start` again.
+    """
+
+    __slots__ = ("_known", "_prefix", "changed", "delete", "digests", "fetch_from", "keep", "new", "rows")
+
+    def __init__(self, new: tuple[Message, ...], known: Known | None, prefix: int) -> None:
+        self.new = new
+        self._known = known
+        #: How many leading messages of ``new`` equal the remembered ones.
+        self._prefix = prefix
+        #: Rows from here on must be fetched and passed to :meth:`resolve`; ``None``
+        #: once the plan is complete.
+        self.fetch_from: int | None = None
+        #: Rows ``[0, keep)`` stay as they are.
+        self.keep = 0
+        #: Whether stored rows at ``keep`` and after must be deleted.
+        self.delete = False
+        #: ``(position, digest, body)`` of every row to insert.
+        self.rows: list[tuple[int, bytes, str]] = []
+        #: Whether the save changes the stored transcript (and so its version).
+        self.changed = False
+        #: The chain digests of all of ``new``, concatenated.
+        self.digests = b""
+
+    def start(self, stored_version: int | None) -> None:
+        """Take the session's stored version, read under its lock (``None`` or ``0``:
+        nothing was ever saved). Afterwards the plan is complete, or :attr:`fetch_from`
+        says which stored digests it needs."""
+        known = self._known
+        if not stored_version:
+            # No session row, or one that add_steer made: nothing has been saved.
+            self._finish(0, ())
+        elif known is None:
+            self.fetch_from = 0
+        elif stored_version == known.version:
+            p = self._prefix
+            stored_after = [
+                (position, known.digest_at(position)) for position in range(p, len(known.messages))
+            ]
+            self._finish(p, stored_after)
+        else:
+            # Another handle wrote: the row before the shared prefix vouches for it.
+            self.fetch_from = max(self._prefix - 1, 0)
+
+    def resolve(self, rows: Sequence[tuple[int, bytes]]) -> None:
+        """Take the stored ``(position, digest)`` rows asked for by :attr:`fetch_from`.
+        Afterwards :attr:`fetch_from` is ``None``, or ``0`` when every row is needed."""
+        start = self.fetch_from
+        if start is None:
+            raise RuntimeError("this save plan is complete; nothing more to resolve")
+        known = self._known
+        if start > 0:
+            assert known is not None
+            if rows and rows[0][0] == start and bytes(rows[0][1]) == known.digest_at(start):
+                # Chain digests: this one row proves rows 0..start unchanged.
+                self._finish(start + 1, rows[1:])
+            else:
+                self.fetch_from = 0  # the prefix itself changed: compare every row
+            return
+        keep = 0
+        if known is not None:
+            # Bounded by the prefix the new transcript shares with the remembered one,
+            # whose digests are known without hashing anything.
+            limit = min(self._prefix, len(rows))
+            while (
+                keep < limit and rows[keep][0] == keep and bytes(rows[keep][1]) == known.digest_at(keep)
+            ):
+                keep += 1
+        self._finish(keep, rows[keep:])
+
+    def _finish(self, keep: int, stored_after: Sequence[tuple[int, bytes]]) -> None:
+        """Rows ``[0, keep)`` are known to equal ``new[:keep]``; ``stored_after`` are the
+        stored rows from ``keep`` on. Encode and hash only ``new[keep:]``."""
+        self.fetch_from = None
+        known = self._known
+        prefix_digests = known.digests[: keep * DIGEST_SIZE] if known is not None else b""
+        new = self.new
+        bodies = [encode_message(m) for m in new[keep:]]
+        tail_digests = chain_digests(prefix_digests[-DIGEST_SIZE:], bodies)
+        # Rows another handle wrote may equal the new tail (two handles saving the same
+        # growing transcript): keep those too.
+        matched = 0
+        for position, digest in stored_after:
+            if (
+                matched >= len(bodies)
+                or position != keep + matched
+                or bytes(digest) != tail_digests[matched * DIGEST_SIZE : (matched + 1) * DIGEST_SIZE]
+            ):
+                break
+            matched += 1
+        self.keep = keep + matched
+        # A gap in positions ends the match like a changed row does; the delete from
+        # ``keep`` on removes whatever follows.
+        self.delete = len(stored_after) > matched
+        self.rows = [
+            (keep + i, tail_digests[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE], bodies[i])
+            for i in range(matched, len(bodies))
+        ]
+        self.changed = self.delete or bool(self.rows)
+        self.digests = prefix_digests + tail_digests
+
+    def known(self, version: int) -> Known:
+        """What the store holds once this plan is committed at ``version``."""
+        if self.fetch_from is not None:
+            raise RuntimeError("this save plan is not complete")
+        return Known(version, self.new, self.digests)
+
+
+class Remembered:
+    """A handle's memory of recent sessions, shared by its threads (a lock guards it).
+
+    :param cache_sessions: how many sessions to remember; ``0`` remembers nothing, so
+        every save of a stored session compares all stored digests.
+    :raises ValueError: ``cache_sessions`` is not an int >= 0.
+    """
+
+    def __init__(self, cache_sessions: int = DEFAULT_CACHE_SESSIONS) -> None:
+        self.cache_sessions = check_cache_sessions(cache_sessions)
+        self._entries: OrderedDict[Hashable, Known] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Hashable) -> Known | None:
+        with self._lock:
+            known = self._entries.get(key)
+            if known is not None:
+                self._entries.move_to_end(key)
+            return known
+
+    def prepare(self, key: Hashable, messages: object) -> SavePlan:
+        """Check ``messages`` as :func:`~storetest.contract.check_messages` does and
+        start a :class:`SavePlan` for saving them to ``key``'s session.
+
+        Messages equal to the remembered prefix are not type-checked again: they equal
+        messages that were, and the tuple comparison that finds the prefix (identity
+        first, in C) is needed anyway, where an ``isinstance`` call per message is not.
+
+        :raises TypeError: ``messages`` is not a sequence of ``Message``.
+        """
+        known = self.get(key)
+        if known is None or not isinstance(messages, (list, tuple)):
+            new = check_messages(messages)
+            return SavePlan(new, known, common_prefix(known.messages, new) if known else 0)
+        new = tuple(messages)
+        prefix = common_prefix(known.messages, new)
+        if not all(map(isinstance, new[prefix:], repeat(Message))):
+            check_messages(new)  # raises, naming the first item that is not a Message
+        return SavePlan(new, known, prefix)
+
+    def learn(self, key: Hashable, known: Known) -> None:
+        """Remember ``known``, unless a newer version is remembered already."""
+        if self.cache_sessions == 0:
+            return
+        with self._lock:
+            current = self._entries.get(key)
+            if current is None or current.version <= known.version:
+                self._entries[key] = known
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.cache_sessions:
+                self._entries.popitem(last=False)
+
+    def learn_read(
+        self, key: Hashable, version: int, messages: tuple[Message, ...], digests: Iterable[bytes]
+    ) -> None:
+        """Remember what a read found: ``messages`` and their stored ``digests`` at
+        ``version``, all from one snapshot."""
+        if self.cache_sessions:
+            self.learn(key, Known(version, messages, b"".join(digests)))
+
+    def forget(self, key: Hashable) -> None:
+        """Drop what is remembered (after a failed save, which may have changed it)."""
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()

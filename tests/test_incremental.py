@@ -1,0 +1,343 @@
+"""The incremental-save core: what a save reads, encodes and writes, for the handle that
+wrote last and for one that did not. The planner alone, then on a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reference_stores import _incremental
+from reference_stores._incremental import (
+    DIGEST_SIZE,
+    Known,
+    Remembered,
+    SavePlan,
+    chain_digest,
+    chain_digests,
+)
+from reference_stores.sqlite import SQLiteStore
+from storetest.codec import encode_message
+from storetest.contract import Message
+
+
+def turn(i: int, tag: str = "") -> Message:
+    return Message.text("user" if i % 2 else "assistant", f"turn {i}{tag}: " + "x" * 40)
+
+
+def conversation(n: int, tag: str = "") -> list[Message]:
+    return [turn(i, tag) for i in range(n)]
+
+
+def stored_rows(messages: list[Message]) -> list[tuple[int, bytes]]:
+    """The (position, digest) rows a store holds for ``messages``."""
+    digests = chain_digests(b"", [encode_message(m) for m in messages])
+    return [(i, digests[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE]) for i in range(len(messages))]
+
+
+def known(version: int, messages: list[Message]) -> Known:
+    return Known(version, tuple(messages), b"".join(d for _, d in stored_rows(messages)))
+
+
+def planned(new: list[Message], memory: Known | None, stored_version: int | None) -> SavePlan:
+    """A plan as a store makes one: prepared from what the handle remembers, then
+    started with the version read under the session's lock."""
+    remembered = Remembered()
+    if memory is not None:
+        remembered.learn(b"s", memory)
+    plan = remembered.prepare(b"s", new)
+    plan.start(stored_version)
+    return plan
+
+
+class Counted:
+    """Counts calls to the core's encoder and hash while a test runs."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.encoded = 0
+        self.hashed = 0
+
+        def encode(message: Message) -> str:
+            self.encoded += 1
+            return encode_message(message)
+
+        def digest(previous: bytes, body: str) -> bytes:
+            self.hashed += 1
+            return chain_digest(previous, body)
+
+        monkeypatch.setattr(_incremental, "encode_message", encode)
+        monkeypatch.setattr(_incremental, "chain_digest", digest)
+
+    def reset(self) -> None:
+        self.encoded = self.hashed = 0
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
+    return Counted(monkeypatch)
+
+
+# -- the digest ------------------------------------------------------------------------
+
+
+def test_a_chain_digest_vouches_for_the_whole_prefix() -> None:
+    """Rows that differ anywhere before position i give different digests at i."""
+    a = stored_rows(conversation(5))
+    b = stored_rows([*conversation(1), turn(1, "edited"), *conversation(5)[2:]])
+    assert a[0] == b[0]
+    assert all(x[1] != y[1] for x, y in zip(a[1:], b[1:], strict=True))
+    assert len(a[4][1]) == DIGEST_SIZE
+
+
+# -- the planner -------------------------------------------------------------------------
+
+
+def test_matching_version_reads_nothing_and_writes_the_tail(counted: Counted) -> None:
+    old = conversation(100)
+    memory = known(7, old)
+    counted.reset()
+    plan = planned([*old, turn(100)], memory, 7)
+    assert plan.fetch_from is None
+    assert (plan.keep, plan.delete, [p for p, _, _ in plan.rows]) == (100, False, [100])
+    assert (counted.encoded, counted.hashed) == (1, 1)
+    assert plan.known(8).digests == b"".join(d for _, d in stored_rows([*old, turn(100)]))
+
+
+def test_nothing_changed_is_no_change() -> None:
+    old = conversation(10)
+    plan = planned(old, known(3, old), 3)
+    assert not plan.changed and plan.rows == [] and not plan.delete
+
+
+def test_stale_memory_asks_for_the_row_before_the_prefix_only(counted: Counted) -> None:
+    """Another handle appended two messages: one indexed range read, no prefix work."""
+    mine = conversation(100)
+    theirs = conversation(102)
+    new = conversation(103)
+    memory, stored = known(7, mine), stored_rows(theirs)[99:]
+    counted.reset()
+    plan = planned(new, memory, 9)
+    assert plan.fetch_from == 99
+    plan.resolve(stored)
+    assert plan.fetch_from is None
+    # Their two rows equal the new tail's: kept; only the 103rd is written.
+    assert (plan.keep, plan.delete, [p for p, _, _ in plan.rows]) == (102, False, [102])
+    assert counted.encoded == 3 and counted.hashed == 3
+
+
+def test_a_rewritten_prefix_falls_back_to_every_digest(counted: Counted) -> None:
+    mine = conversation(50)
+    theirs = [*mine[:10], turn(10, "theirs")]
+    new = [*mine, turn(50)]
+    memory, stored = known(1, mine), stored_rows(theirs)
+    counted.reset()
+    plan = planned(new, memory, 2)
+    assert plan.fetch_from == 49
+    plan.resolve(stored[49:])  # nothing there: the anchor is missing
+    assert plan.fetch_from == 0
+    plan.resolve(stored)
+    assert (plan.keep, plan.delete) == (10, True)
+    assert [p for p, _, _ in plan.rows] == list(range(10, 51))
+    # The shared prefix was compared with remembered digests, not re-encoded.
+    assert counted.encoded == 41 and counted.hashed == 41
+
+
+def test_a_gap_in_positions_ends_the_prefix() -> None:
+    rows = stored_rows(conversation(6))
+    del rows[3]
+    plan = planned(conversation(6), None, 1)
+    plan.resolve(rows)
+    assert (plan.keep, plan.delete) == (3, True)
+    assert [p for p, _, _ in plan.rows] == [3, 4, 5]
+
+
+def test_nothing_remembered_encodes_everything_once(counted: Counted) -> None:
+    stored = stored_rows(conversation(19))
+    counted.reset()
+    plan = planned(conversation(20), None, 4)
+    assert plan.fetch_from == 0
+    plan.resolve(stored)
+    assert (plan.keep, [p for p, _, _ in plan.rows]) == (19, [19])
+    assert counted.encoded == 20
+
+
+def test_a_complete_plan_refuses_more_rows_and_an_incomplete_one_a_version() -> None:
+    plan = planned([], None, None)
+    with pytest.raises(RuntimeError, match="complete"):
+        plan.resolve([])
+    pending = planned(conversation(2), None, 1)
+    with pytest.raises(RuntimeError, match="not complete"):
+        pending.known(2)
+
+
+# -- the memory --------------------------------------------------------------------------
+
+
+def test_memory_never_steps_back_to_an_older_version() -> None:
+    memory = Remembered(4)
+    memory.learn(b"s", known(5, conversation(3)))
+    memory.learn(b"s", known(4, conversation(2)))
+    entry = memory.get(b"s")
+    assert entry is not None and entry.version == 5
+    memory.learn(b"s", known(5, conversation(3, "same version")))
+    entry = memory.get(b"s")
+    assert entry is not None and entry.messages == tuple(conversation(3, "same version"))
+
+
+def test_memory_is_bounded_least_recently_used_first() -> None:
+    memory = Remembered(2)
+    for key in (b"a", b"b"):
+        memory.learn(key, known(1, []))
+    memory.get(b"a")
+    memory.learn(b"c", known(1, []))
+    assert (memory.get(b"a"), memory.get(b"b")) != (None, None)
+    assert memory.get(b"b") is None and len(memory) == 2
+    off = Remembered(0)
+    off.learn(b"a", known(1, []))
+    assert off.get(b"a") is None
+
+
+def test_only_messages_past_the_remembered_prefix_are_type_checked() -> None:
+    """A bad item is refused before any database work, wherever it is, with its index."""
+    memory = Remembered()
+    memory.learn(b"s", known(1, conversation(5)))
+    for bad in ([*conversation(5), "x"], [*conversation(2), "x", *conversation(5)[3:]], "text"):
+        with pytest.raises(TypeError, match=r"messages\[(5|2)\]|not str"):
+            memory.prepare(b"s", bad)
+    assert memory.prepare(b"s", (*conversation(5), turn(5))).new[-1] == turn(5)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
+def test_a_bad_cache_size_is_refused(bad: object) -> None:
+    with pytest.raises(ValueError, match="cache_sessions"):
+        Remembered(bad)  # type: ignore[arg-type]
+
+
+# -- on a real SQLite file ------------------------------------------------------------
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[SQLiteStore, SQLiteStore]]:
+    path = tmp_path / "two.sqlite"
+    with SQLiteStore(path) as a, SQLiteStore(path) as b:
+        yield a, b
+
+
+def test_two_alternating_handles_encode_only_what_changed(tmp_path: Path, counted: Counted) -> None:
+    """Each handle learns the other's save without re-encoding or re-hashing the prefix,
+    and reads the stored digests only from the end of what it knew."""
+    path = tmp_path / "two.sqlite"
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    conv = conversation(300)
+    with SQLiteStore(conn) as a, SQLiteStore(path) as b:
+        a.save("s", conv[:200])
+        b.messages("s")  # b joins as a replica does: it reads first
+        for n in range(201, 300):
+            counted.reset()
+            statements.clear()
+            (a if n % 2 else b).save("s", conv[:n])
+            # The other handle wrote message n-2; this one writes n-1: two encodes at most.
+            assert counted.encoded <= 2, (n, counted.encoded)
+            assert counted.hashed <= 2, (n, counted.hashed)
+            if n > 201 and n % 2:
+                reads = [s for s in statements if "digest FROM" in s]
+                anchor = f"position >= {n - 3} ORDER BY position"
+                assert reads and all(s.endswith(anchor) for s in reads), reads
+        assert a.messages("s") == conv[:299] == b.messages("s")
+    conn.close()
+
+
+def test_a_second_handle_learns_an_edit_and_a_shrink(two: tuple[SQLiteStore, SQLiteStore]) -> None:
+    a, b = two
+    conv = conversation(60)
+    a.save("s", conv)
+    b.messages("s")
+    edited = [*conv[:30], turn(30, "edited"), *conv[31:]]
+    a.save("s", edited)
+    b.save("s", [*edited, turn(60)])
+    assert a.messages("s") == [*edited, turn(60)]
+    a.save("s", conv[:5])
+    b.save("s", [*conv[:5], turn(5, "b")])
+    assert a.messages("s") == [*conv[:5], turn(5, "b")]
+
+
+# -- the same core on the server stores --------------------------------------------------
+
+
+def _alternate(save_a: Any, save_b: Any, read: Any, counted: Counted) -> None:
+    """Two handles take turns growing one conversation; each save may encode and hash
+    only the message the other wrote and its own."""
+    conv = conversation(160)
+    save_a(conv[:100])
+    read()  # both handles know the session, as replicas that read it first do
+    for n in range(101, 160):
+        counted.reset()
+        (save_a if n % 2 else save_b)(conv[:n])
+        assert (counted.encoded, counted.hashed) <= (2, 2), (n, counted.encoded, counted.hashed)
+    assert read() == conv[:159]
+
+
+def test_two_alternating_postgres_handles_encode_only_what_changed(
+    storetest_postgres_url: str, counted: Counted
+) -> None:
+    asyncpg = pytest.importorskip("asyncpg")
+    from reference_stores.postgres import SCHEMA, PostgresStore
+
+    session = f"alternate-{secrets.token_hex(4)}"
+
+    async def main() -> None:
+        pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)
+        try:
+            await pool.execute(SCHEMA)
+            a, b = PostgresStore(pool), PostgresStore(pool)
+            conv = conversation(160)
+            await a.save(session, conv[:100])
+            await b.messages(session)
+            for n in range(101, 160):
+                counted.reset()
+                await (a if n % 2 else b).save(session, conv[:n])
+                assert (counted.encoded, counted.hashed) <= (2, 2), (n, counted.encoded, counted.hashed)
+            assert await a.messages(session) == conv[:159] == await PostgresStore(pool).messages(session)
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
+def test_two_alternating_mysql_handles_encode_only_what_changed(
+    storetest_mysql_url: str, counted: Counted
+) -> None:
+    pytest.importorskip("pymysql")
+    from urllib.parse import urlsplit, urlunsplit
+
+    from reference_stores.mysql import SCHEMA, MySQLStore
+    from storetest.databases import mysql_connection as connect
+
+    name = f"storetest_inc_{secrets.token_hex(4)}"
+    parts = urlsplit(storetest_mysql_url)
+    server = urlunsplit((parts.scheme, parts.netloc, "/", "", ""))
+    url = urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
+    with closing(connect(server, autocommit=True)) as admin, admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        with closing(connect(url)) as one, closing(connect(url)) as two:
+            with one.cursor() as cur:
+                for statement in SCHEMA:
+                    cur.execute(statement)
+            one.commit()
+            a, b = MySQLStore(one), MySQLStore(two)
+            _alternate(
+                lambda m: a.save("s", m), lambda m: b.save("s", m), lambda: b.messages("s"), counted
+            )
+            assert MySQLStore(lambda: connect(url)).messages("s") == conversation(159)
+    finally:
+        with closing(connect(server, autocommit=True)) as admin, admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
