@@ -256,6 +256,16 @@ def _line(node: pytest.Item | pytest.Collector) -> int:
     return int(info[1]) if info and info[1] is not None else 0
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    marker = item.get_closest_marker("storetest")
+    if marker is not None:
+        # So a failure outside the clause (a fixture, a teardown) lands in its run's row.
+        report.user_properties.append(("storetest_run", marker.kwargs["run"]))
+    return report
+
+
 class _ConformanceReport:
     """Collects one row per clause (in the controller under xdist) and prints the table."""
 
@@ -272,14 +282,13 @@ class _ConformanceReport:
 
     def _setup_failure(self, report: pytest.TestReport) -> None:
         # A fixture failed before the clause ran (e.g. a required database is missing).
-        marker = next((m for m in getattr(report, "keywords", {}) if m == "storetest"), None)
-        if marker is None:
+        run = dict(report.user_properties).get("storetest_run")
+        if run is None:
             return
         name = report.nodeid.rsplit("::test_", 1)[-1]
         text = str(report.longrepr).strip().splitlines()
         seed, nonce = self.config.stash[_RUN_KEY]
         result = ClauseResult(name, "error", f"{report.when}: {text[-1] if text else 'failed'}"[:300])
-        run = report.nodeid.split("::")[-2].removeprefix("TestConformance_")
         self.rows[report.nodeid] = {"run": run, "profile": self.config.option.storetest_profile,
                                     "seed": seed, "nonce": nonce, "capabilities": [],
                                     "nodeid": report.nodeid, "result": asdict(result)}

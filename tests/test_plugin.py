@@ -242,3 +242,26 @@ def test_a_factory_that_raises_fails_once_and_the_rest_are_not_run(pytester: pyt
         "*the factory raised RuntimeError: cannot reach the database while making the store*",
         f"*1 clauses: 0 passed, 0 failed, 1 error, {len(CLAUSE_NAMES) - 1} not run*",
     ])
+
+
+def test_a_fixture_that_fails_is_reported_in_its_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+
+        @pytest.fixture
+        def database():
+            raise RuntimeError("no database")
+
+        def factory(database):
+            return MemoryStore()
+
+        run_conformance(factory, name="my-run")
+        """
+    )
+    result = pytester.runpytest("-k", "unknown_session")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["my-run: 1 clauses: 0 passed, 0 failed, 1 error*",
+                                 "*no database*"])
