@@ -131,7 +131,7 @@ def render_json(reports: Sequence[Report]) -> str:
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em;max-width:72em}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}
-.passed{color:#176117}.failed,.error{color:#a00;font-weight:bold}.skipped,.not\\ claimed{color:#777}
+.passed{color:#176117}.failed,.error{color:#a00;font-weight:bold}.skipped,.not-claimed{color:#777}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto}
 """
 
@@ -157,8 +157,9 @@ def render_html(reports: Sequence[Report]) -> str:
                    "<th>diagnosis</th></tr>")
         for r in report.results:
             anchor = clause_link(r.clause)
+            css = r.outcome.replace(" ", "-")
             out.append(f"<tr><td><a href='{e(anchor)}'><code>{e(r.clause)}</code></a></td><td>{e(r.promise)}</td>"
-                       f"<td class='{e(r.outcome)}'>{e(SHOWN[r.outcome])}</td><td>{r.seconds:.2f}</td>"
+                       f"<td class='{e(css)}'>{e(SHOWN[r.outcome])}</td><td>{r.seconds:.2f}</td>"
                        f"<td>{e(r.diagnosis)}</td></tr>")
         out.append("</table>")
         if report.not_run:
