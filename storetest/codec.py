@@ -69,15 +69,18 @@ def encode_message(message: Message) -> str:
     """One message as compact JSON text (no NUL, valid UTF-8, deterministic)."""
     content = message.content
     if len(content) == 1 and type(content[0]) is Text:
-        body: dict[str, Any] = {"role": message.role, "content": content[0].text}
-    else:
-        body = {"role": message.role, "content": [_encode_part(p) for p in content]}
-    return _dumps(body)
+        # What _dumps makes of {"role": ..., "content": text}, without the encoder's
+        # walk over a dict: the common message costs two string escapes.
+        return '{"role":' + _quote(message.role) + ',"content":' + _quote(content[0].text) + "}"
+    return _dumps({"role": message.role, "content": [_encode_part(p) for p in content]})
 
 
 # One encoder, built once: json.dumps builds a new JSONEncoder on every call that passes
 # options, and encoding is on every save's path.
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# The string escape that encoder uses (ensure_ascii=False): quotes, backslashes and
+# control characters escaped, everything else kept as is.
+_quote: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def encode_messages(messages: Iterable[Message]) -> list[str]:
@@ -139,6 +142,9 @@ _b64decode = base64.b64decode
 # whitespace regexes, the trailing-data check): half the cost of a short document.
 # Text from encode_message has no surrounding whitespace; trailing data is checked below.
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+# The scanner's string reader: from just after an opening quote to just after the closing
+# one, unescaping; raises ValueError on a control character or a missing quote.
+_scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 def _trusted_part(raw: dict[str, Any]) -> Content:
@@ -184,6 +190,19 @@ def decode_trusted(text: str | bytes) -> Message:
     try:
         if not isinstance(text, str):
             text = text.decode("utf-8")
+        if text.startswith('{"role":"'):
+            # The common message, {"role":"...","content":"the text"}, read without
+            # building the dict the scanner would make of it.
+            role, end = _scan_string(text, 9)
+            if text.startswith(',"content":"', end):
+                content, end = _scan_string(text, end + 12)
+                if end == len(text) - 1 and text[end] == "}":
+                    part = _new(Text)
+                    _set_text(part, content)
+                    message = _new(Message)
+                    _set_role(message, role)
+                    _set_content(message, (part,))
+                    return message
         raw, end = _scan(text, 0)
         if end != len(text):
             raise CodecError(f"not an encoded message (data after the JSON): {text[:80]!r}")
