@@ -25,8 +25,10 @@ is never replaced by an entry with an older version (a slow read finishing after
 save).
 
 How a save finds what to write (:class:`SavePlan`), with ``p`` the number of leading
-messages the new transcript shares with the remembered one (a tuple comparison in C
-that tries identity first: agents pass back the very objects they saved or read):
+messages the new transcript shares with the remembered one (a comparison in C that
+tries identity first: agents pass back the very objects they saved or read; for the
+common save, the remembered messages plus new ones at the end, one copy and one
+comparison, with no slice of either):
 
 1. the stored version is the remembered one: the stored rows are the remembered
    messages, so nothing is read;
@@ -53,7 +55,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Final
+from typing import Final, cast
 
 from storetest.codec import encode_message
 from storetest.contract import Message, check_messages
@@ -103,17 +105,21 @@ def check_cache_sessions(cache_sessions: object) -> int:
     return cache_sessions
 
 
-def common_prefix(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
-    """How many leading messages ``old`` and ``new`` share.
+def common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
+    """How many leading messages ``old`` and ``new`` (each a list or a tuple) share.
 
     Messages are frozen values and the codec is deterministic, so equal messages encode
-    to equal rows: comparing values compares what is stored. Tuple equality runs in C
-    and tries identity before ``__eq__``, so a caller passing back the objects it saved
+    to equal rows: comparing values compares what is stored. Sequence equality runs in
+    C and tries identity before ``__eq__``, so a caller passing back the objects it saved
     or read costs a pointer comparison per message.
     """
     n = min(len(old), len(new))
     # Slice only the longer side: at turn 2,000 each copy costs as much as the compare.
-    if (old if n == len(old) else old[:n]) == (new if n == len(new) else new[:n]):
+    a = old if n == len(old) else old[:n]
+    b = new if n == len(new) else new[:n]
+    if type(a) is not type(b):
+        a, b = tuple(a), tuple(b)  # a list never equals a tuple
+    if a == b:
         return n
     i = 0
     while i < n and old[i] == new[i]:
@@ -124,10 +130,14 @@ def common_prefix(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
 @dataclass(frozen=True, slots=True)
 class Known:
     """What a handle knows a session held at ``version``: its messages and their chain
-    digests, concatenated (``DIGEST_SIZE`` bytes per message)."""
+    digests, concatenated (``DIGEST_SIZE`` bytes per message).
+
+    ``messages`` is a list or a tuple that this module made and never changes or hands
+    out (a list when the caller saved a list, so the next save compares like with like).
+    """
 
     version: int
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     digests: bytes
 
     def digest_at(self, position: int) -> bytes:
@@ -156,7 +166,7 @@ class SavePlan:
 
     __slots__ = ("_known", "_prefix", "changed", "delete", "digests", "fetch_from", "keep", "new", "rows")
 
-    def __init__(self, new: tuple[Message, ...], known: Known | None, prefix: int) -> None:
+    def __init__(self, new: Sequence[Message], known: Known | None, prefix: int) -> None:
         self.new = new
         self._known = known
         #: How many leading messages of ``new`` equal the remembered ones.
@@ -287,17 +297,35 @@ class Remembered:
         start a :class:`SavePlan` for saving them to ``key``'s session.
 
         Messages equal to the remembered prefix are not type-checked again: they equal
-        messages that were, and the tuple comparison that finds the prefix (identity
-        first, in C) is needed anyway, where an ``isinstance`` call per message is not.
+        messages that were, and the comparison that finds the prefix (identity first,
+        in C) is needed anyway, where an ``isinstance`` call per message is not.
 
         :raises TypeError: ``messages`` is not a sequence of ``Message``.
         """
         known = self.get(key)
-        if known is None or not isinstance(messages, (list, tuple)):
-            new = check_messages(messages)
-            return SavePlan(new, known, common_prefix(known.messages, new) if known else 0)
-        new = tuple(messages)
-        prefix = common_prefix(known.messages, new)
+        if known is None or not (type(messages) is list or type(messages) is tuple):
+            checked = check_messages(messages)
+            return SavePlan(checked, known, common_prefix(known.messages, checked) if known else 0)
+        given = cast("list[Message] | tuple[Message, ...]", messages)  # items checked below
+        old = known.messages
+        n = len(old)
+        new: Sequence[Message] | None = None
+        prefix = 0
+        if len(given) >= n:
+            # The common save appends to what was saved or read last. Build that
+            # transcript in one copy (which is the snapshot to keep) and compare it with
+            # the one given, in C, identity first; slicing either for the comparison
+            # would copy 2,000 references more at turn 2,000.
+            candidate: Sequence[Message]
+            if isinstance(given, list):
+                candidate = (old if type(old) is list else list(old)) + given[n:]
+            else:
+                candidate = (old if type(old) is tuple else tuple(old)) + given[n:]
+            if candidate == given:
+                new, prefix = candidate, n
+        if new is None:
+            new = tuple(given)
+            prefix = common_prefix(old, new)
         if not all(map(isinstance, new[prefix:], repeat(Message))):
             check_messages(new)  # raises, naming the first item that is not a Message
         return SavePlan(new, known, prefix)
@@ -315,10 +343,11 @@ class Remembered:
                 self._entries.popitem(last=False)
 
     def learn_read(
-        self, key: Hashable, version: int, messages: tuple[Message, ...], digests: Iterable[bytes]
+        self, key: Hashable, version: int, messages: Sequence[Message], digests: Iterable[bytes]
     ) -> None:
-        """Remember what a read found: ``messages`` and their stored ``digests`` at
-        ``version``, all from one snapshot."""
+        """Remember what a read found: ``messages`` (a list or tuple the caller will
+        never change or hand out) and their stored ``digests`` at ``version``, all from
+        one snapshot."""
         if self.cache_sessions:
             self.learn(key, Known(version, messages, b"".join(digests)))
 

@@ -336,7 +336,7 @@ class SQLiteStore:
                 result = [decode_trusted(body) for body, _ in rows]
             except CodecError as exc:
                 raise StoreError(f"read of session {session!r} failed: {exc}") from exc
-            self._remembered.learn_read(key, row[1], tuple(result), (digest for _, digest in rows))
+            self._remembered.learn_read(key, row[1], list(result), (digest for _, digest in rows))
             return result
 
     def add_steer(self, session: str, text: str) -> None:

@@ -213,6 +213,23 @@ def test_only_messages_past_the_remembered_prefix_are_type_checked() -> None:
     assert memory.prepare(b"s", (*conversation(5), turn(5))).new[-1] == turn(5)
 
 
+def test_an_edit_inside_the_remembered_prefix_is_found_when_the_list_also_grows() -> None:
+    """An agent that edits its own list in place and appends to it: the save compares
+    with the snapshot it kept, not with the caller's list, and keeps a fresh snapshot."""
+    memory = Remembered()
+    transcript = conversation(10)
+    plan = memory.prepare(b"s", transcript)
+    plan.start(None)
+    memory.learn(b"s", plan.known(1))
+    transcript[3] = turn(3, "edited")
+    transcript.append(turn(10))
+    plan = memory.prepare(b"s", transcript)
+    plan.start(1)
+    assert (plan.keep, plan.delete, [p for p, _, _ in plan.rows]) == (3, True, list(range(3, 11)))
+    transcript.append(turn(11))
+    assert list(plan.known(2).messages) == transcript[:11]
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
 def test_a_bad_cache_size_is_refused(bad: object) -> None:
     with pytest.raises(ValueError, match="cache_sessions"):
