@@ -42,8 +42,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Final, Literal
 
@@ -378,31 +377,11 @@ class SQLiteStore:
 
     # -- plumbing -----------------------------------------------------------------
 
-    @contextmanager
-    def _operation(self, what: str) -> Iterator[sqlite3.Connection]:
-        """Hold the lock for one operation; on any failure roll back, then turn a
-        ``sqlite3`` error into ``StoreError("<what> failed: ...")``."""
-        with self._lock:
-            if self._closed:
-                raise StoreError(f"{what} failed: the store is closed")
-            conn = self._conn
-            if conn.in_transaction:
-                if not self._owns_connection:
-                    raise StoreError(
-                        f"{what} failed: the connection is inside a transaction the "
-                        "application opened; commit or roll back first"
-                    )
-                # Left over from a rollback that failed earlier: try again, or the
-                # BEGIN below fails and the store stays unusable.
-                self._rollback_quietly()
-            try:
-                yield conn
-            except sqlite3.Error as exc:
-                self._rollback_quietly()
-                raise StoreError(f"{what} failed: {exc}") from exc
-            except BaseException:
-                self._rollback_quietly()
-                raise
+    def _operation(self, what: str) -> _Operation:
+        """``with self._operation("save to session 's'") as conn``: one operation under
+        the store's lock, rolled back on any failure, a ``sqlite3`` error turned into
+        ``StoreError("<what> failed: ...")``."""
+        return _Operation(self, what)
 
     def _rollback_quietly(self) -> None:
         # The caller is already raising the error that matters; a rollback failing on
@@ -412,3 +391,50 @@ class SQLiteStore:
                 self._conn.rollback()
         except sqlite3.Error:
             _log.warning("rollback failed on SQLite database %s", self._where, exc_info=True)
+
+
+class _Operation:
+    """What :meth:`SQLiteStore._operation` returns: a class rather than a
+    ``@contextmanager`` generator, which is dearer to build and step, on every call."""
+
+    __slots__ = ("_store", "_what")
+
+    def __init__(self, store: SQLiteStore, what: str) -> None:
+        self._store = store
+        self._what = what
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self._store
+        store._lock.acquire()
+        try:
+            if store._closed:
+                raise StoreError(f"{self._what} failed: the store is closed")
+            conn = store._conn
+            if conn.in_transaction:
+                if not store._owns_connection:
+                    raise StoreError(
+                        f"{self._what} failed: the connection is inside a transaction the "
+                        "application opened; commit or roll back first"
+                    )
+                # Left over from a rollback that failed earlier: try again, or the
+                # BEGIN that follows fails and the store stays unusable.
+                store._rollback_quietly()
+            return conn
+        except BaseException:
+            store._lock.release()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        store = self._store
+        try:
+            if exc is not None:
+                store._rollback_quietly()
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"{self._what} failed: {exc}") from exc
+        finally:
+            store._lock.release()
