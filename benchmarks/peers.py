@@ -17,7 +17,13 @@ run each call in one, so ours is called through ``asyncio.to_thread``):
   of our 2,000 stored bodies alone, no SQL, as the floor for any reader that parses
   JSON;
 - the total of growing a 2,000-turn conversation (a save after every turn), and the
-  database file size it leaves (after a WAL checkpoint).
+  database file size it leaves (after a WAL checkpoint);
+- the floor for saves: each SQLite contender's own statements for one save at turn
+  2,000, run alone on a plain ``sqlite3`` connection to its file (same ``synchronous``,
+  same worker thread), no Python around them. Ours: ``BEGIN IMMEDIATE``, the version
+  ``UPDATE ... RETURNING``, one ``INSERT``, ``COMMIT``; ``SQLiteSession``'s: what its
+  ``add_items`` sends (the module's implicit ``BEGIN``, ``INSERT OR IGNORE`` of the
+  session, one ``INSERT``, the ``updated_at`` ``UPDATE``, ``COMMIT``).
 
 Messages are ~500 characters. Medians over ``--repeats`` rounds; within a round the
 contenders take turns in a rotating order, so drift on a shared machine hits all alike.
@@ -35,9 +41,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from reference_stores.sqlite import SQLiteStore
+from storetest.codec import encode_message
 from storetest.contract import Message, Role
 
 INSTALL = 'pip install "storetest[bench]"   (openai-agents, sqlalchemy[asyncio], aiosqlite)'
@@ -195,7 +202,72 @@ class PeerSQLAlchemySession(_Peer):
         await self.engine.dispose()
 
 
+class _SQLAlone:
+    """A contender's statements for one save, alone on a plain connection to its file."""
+
+    def __init__(self, path: Path, synchronous: str, session: str) -> None:
+        # The peer's connections keep the module's implicit transactions; ours issues
+        # BEGIN itself. Each floor copies its contender.
+        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=self.isolation_level)
+        self.conn.execute(f"PRAGMA synchronous = {synchronous}")
+        self.session = session
+
+    isolation_level: ClassVar[str | None] = ""  # the module's implicit BEGIN
+
+    def turn(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class OursSQLAlone(_SQLAlone):
+    isolation_level = None  # BEGIN issued by hand
+
+    def __init__(self, path: Path, synchronous: str, session: str) -> None:
+        super().__init__(path, synchronous, session)
+        self.key = session.encode("utf-8")
+        self.body = encode_message(Message.text("user", texts(1)[0][1]))
+        (self.position,) = self.conn.execute(
+            "SELECT count(*) FROM storetest_messages m JOIN storetest_sessions s ON s.id = m.session_id "
+            "WHERE s.session = ?",
+            (self.key,),
+        ).fetchone()
+
+    def turn(self) -> None:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        sid, _ = conn.execute(
+            "UPDATE storetest_sessions SET version = version + 1 WHERE session = ? RETURNING id, version",
+            (self.key,),
+        ).fetchone()
+        conn.executemany(
+            "INSERT INTO storetest_messages (session_id, position, digest, body) VALUES (?, ?, ?, ?)",
+            [(sid, self.position, os.urandom(32), self.body)],
+        )
+        conn.execute("COMMIT")
+        self.position += 1
+
+
+class PeerSQLAlone(_SQLAlone):
+    def __init__(self, path: Path, synchronous: str, session: str) -> None:
+        super().__init__(path, synchronous, session)
+        self.data = json.dumps({"role": "user", "content": texts(1)[0][1]})
+
+    def turn(self) -> None:
+        conn = self.conn
+        conn.execute("INSERT OR IGNORE INTO agent_sessions (session_id) VALUES (?)", (self.session,))
+        conn.executemany(
+            "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)", [(self.session, self.data)]
+        )
+        conn.execute(
+            "UPDATE agent_sessions SET updated_at = CURRENT_TIMESTAMP WHERE session_id = ?", (self.session,)
+        )
+        conn.commit()
+
+
 CONTENDERS = (Ours, PeerSQLiteSession, PeerSQLAlchemySession)
+FLOORS = {Ours.name: OursSQLAlone, PeerSQLiteSession.name: PeerSQLAlone}
 LEVELS = {"NORMAL": 1, "FULL": 2}
 
 
@@ -212,6 +284,10 @@ async def run_level(base: Path, synchronous: str, repeats: int) -> dict[str, Any
             await store.setup("one-2000", TURNS - 1, handles=("a",))
             await store.setup("two-20", SMALL - 1, handles=("a", "b"))
             await store.setup("two-2000", TURNS - 1, handles=("a", "b"))
+            if store.name in FLOORS:
+                await store.setup("sql-2000", TURNS - 1, handles=("a",))
+        floors = {store.name: FLOORS[store.name](store.path, synchronous, "sql-2000") for store in stores
+                  if store.name in FLOORS}
         # Ours' reader reads the floor's bodies straight from the file, once.
         with sqlite3.connect(stores[0].path) as conn:
             bodies = [b for (b,) in conn.execute(
@@ -238,6 +314,10 @@ async def run_level(base: Path, synchronous: str, repeats: int) -> dict[str, Any
                     start = time.perf_counter()
                     await call
                     results[store.name].setdefault(label, []).append((time.perf_counter() - start) * 1000)
+            for name, floor in (list(floors.items())[r % 2 :] + list(floors.items())[: r % 2]):
+                start = time.perf_counter()
+                await asyncio.to_thread(floor.turn)
+                results[name].setdefault("SQL alone @2000", []).append((time.perf_counter() - start) * 1000)
             start = time.perf_counter()
             for body in bodies[:TURNS]:
                 json.loads(body)
@@ -247,6 +327,8 @@ async def run_level(base: Path, synchronous: str, repeats: int) -> dict[str, Any
     finally:
         for store in stores:
             await store.close()
+        for floor in floors.values():
+            floor.close()
     medians = {name: {k: statistics.median(v) for k, v in got.items()} for name, got in results.items()}
 
     # A whole conversation, grown as an agent grows it, each contender in a file of its own.
@@ -283,6 +365,8 @@ def report(synchronous: str, result: dict[str, Any], repeats: int) -> str:
         lines.append(f"| {key} | {a:.3f} | {b:.3f} | {c:.3f} | {a / b:.2f}x | {a / c:.2f}x |")
     floor = med["json.loads floor"]["read 2000"]
     lines.append(f"| json.loads of our 2,000 bodies (floor) | {floor:.3f} | | | | |")
+    a, b = med[ours]["SQL alone @2000"], med[peer]["SQL alone @2000"]
+    lines.append(f"| a save's SQL alone @2000 (floor) | {a:.3f} | {b:.3f} | | {a / b:.2f}x | |")
     a, b, c = (totals[x] for x in (ours, peer, alchemy))
     lines.append(
         f"| 2,000-turn conversation, total | {a:.0f} | {b:.0f} | {c:.0f} | {a / b:.2f}x | {a / c:.2f}x |"
@@ -295,6 +379,10 @@ def report(synchronous: str, result: dict[str, Any], repeats: int) -> str:
         "",
         f"ours: save@2000 / save@20 = {growth_one:.2f}x (one handle), {growth_two:.2f}x (two alternating); "
         f"read 2000 / json.loads floor = {med[ours]['read 2000'] / floor:.2f}x",
+        f"save@2000 over its SQL alone: ours {med[ours]['save@2000 one'] / med[ours]['SQL alone @2000']:.2f}x, "
+        f"SQLiteSession {med[peer]['save@2000 one'] / med[peer]['SQL alone @2000']:.2f}x; "
+        f"ours' SQL alone / SQLiteSession's add_items = "
+        f"{med[ours]['SQL alone @2000'] / med[peer]['save@2000 one']:.2f}x",
     ]
     return "\n".join(lines)
 

@@ -312,19 +312,29 @@ class Remembered:
         new: Sequence[Message] | None = None
         prefix = 0
         if len(given) >= n:
-            # The common save appends to what was saved or read last. Build that
-            # transcript in one copy (which is the snapshot to keep) and compare it with
-            # the one given, in C, identity first; slicing either for the comparison
-            # would copy 2,000 references more at turn 2,000.
+            # The common save appends to what was saved or read last: build that
+            # transcript (one copy) and compare it with the one given, in C, identity
+            # first. Comparing slices instead would copy 2,000 references more at turn
+            # 2,000. The candidate doubles as the snapshot to remember.
             candidate: Sequence[Message]
             if isinstance(given, list):
                 candidate = (old if type(old) is list else list(old)) + given[n:]
             else:
                 candidate = (old if type(old) is tuple else tuple(old)) + given[n:]
             if candidate == given:
-                new, prefix = candidate, n
+                prefix = n
+                # Equal, but perhaps not the same objects (a replica that read the session
+                # and saves the application's own list): keep the caller's, so the next
+                # comparison is one of identities again. Three probes decide; a wrong
+                # guess costs speed, never correctness.
+                if isinstance(given, tuple):
+                    new = given  # immutable: the snapshot as it is
+                elif not n or all(old[i] is given[i] for i in (0, n // 2, n - 1)):
+                    new = candidate
+                else:
+                    new = given.copy()
         if new is None:
-            new = tuple(given)
+            new = given.copy() if isinstance(given, list) else given
             prefix = common_prefix(old, new)
         if not all(map(isinstance, new[prefix:], repeat(Message))):
             check_messages(new)  # raises, naming the first item that is not a Message

@@ -230,6 +230,19 @@ def test_an_edit_inside_the_remembered_prefix_is_found_when_the_list_also_grows(
     assert list(plan.known(2).messages) == transcript[:11]
 
 
+def test_equal_but_other_objects_are_remembered_as_the_callers() -> None:
+    """A replica that read the session (its own decoded objects) and then saves the
+    application's list of equal objects: it keeps the application's objects, so the
+    next save compares identities, not every message's fields."""
+    memory = Remembered()
+    memory.learn(b"s", Known(1, conversation(50), b"".join(d for _, d in stored_rows(conversation(50)))))
+    theirs = [*conversation(50), turn(50)]
+    plan = memory.prepare(b"s", theirs)
+    plan.start(1)
+    assert plan.keep == 50
+    assert all(a is b for a, b in zip(plan.known(2).messages, theirs, strict=True))
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
 def test_a_bad_cache_size_is_refused(bad: object) -> None:
     with pytest.raises(ValueError, match="cache_sessions"):
