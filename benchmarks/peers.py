@@ -2,7 +2,7 @@
 ``SQLAlchemySession`` (on aiosqlite), side by side in one interleaved run.
 
     pip install "storetest[bench]"       # openai-agents, sqlalchemy[asyncio], aiosqlite
-    python benchmarks/peers.py           # about a minute; --repeats 15 by default
+    python benchmarks/peers.py           # a minute or two; --repeats 15 by default
 
 What is compared, at equal durability (every store in WAL mode; the run is made once
 with ``synchronous=FULL`` and once with ``NORMAL``, set on every contender's connections
@@ -24,6 +24,12 @@ run each call in one, so ours is called through ``asyncio.to_thread``):
   ``UPDATE ... RETURNING``, one ``INSERT``, ``COMMIT``; ``SQLiteSession``'s: what its
   ``add_items`` sends (the module's implicit ``BEGIN``, ``INSERT OR IGNORE`` of the
   session, one ``INSERT``, the ``updated_at`` ``UPDATE``, ``COMMIT``).
+
+Then on PostgreSQL (a throwaway server from ``storetest.databases``; skipped, with the
+reason, when none can be had): our ``PostgresStore`` against ``SQLAlchemySession`` on
+``postgresql+asyncpg``, both on the same database and the event loop (both are async),
+with the server's own durability (``synchronous_commit = on``): the same saves and read.
+``SQLiteSession`` has no PostgreSQL form. ``--backend`` picks one of the two.
 
 Messages are ~500 characters. Medians over ``--repeats`` rounds; within a round the
 contenders take turns in a rotating order, so drift on a shared machine hits all alike.
@@ -266,55 +272,115 @@ class PeerSQLAlone(_SQLAlone):
         conn.commit()
 
 
+class OursPostgres:
+    name = "storetest PostgresStore"
+
+    def __init__(self, pool: Any, n: int) -> None:
+        from reference_stores.postgres import PostgresStore
+
+        self.conv = [Message.text(role, text) for role, text in texts(n)]
+        self.handles: dict[str, Any] = {}
+        self.transcripts: dict[str, list[Message]] = {}
+        self._make = lambda: PostgresStore(pool)
+
+    _transcript = Ours._transcript
+
+    def _handle(self, which: str) -> Any:
+        if which not in self.handles:
+            self.handles[which] = self._make()
+        return self.handles[which]
+
+    async def setup(self, session: str, n: int, *, handles: tuple[str, ...]) -> None:
+        await self._handle(handles[0]).save(session, self._transcript(session, n))
+        for other in handles[1:]:
+            await self._handle(other).messages(session)
+
+    async def turn(self, session: str, n: int, which: str) -> None:
+        await self._handle(which).save(session, self._transcript(session, n))
+
+    async def read(self, session: str) -> int:
+        return len(await self._handle("reader").messages(session))
+
+    async def close(self) -> None:
+        pass  # the pool is closed by its owner
+
+
+class PeerSQLAlchemyPostgres(_Peer):
+    name = "openai-agents SQLAlchemySession"
+
+    def __init__(self, url: str, n: int) -> None:
+        super().__init__(Path(), "", n)
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        self.engine = create_async_engine(url.replace("postgresql://", "postgresql+asyncpg://", 1))
+
+    _make = PeerSQLAlchemySession._make
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
 CONTENDERS = (Ours, PeerSQLiteSession, PeerSQLAlchemySession)
 FLOORS = {Ours.name: OursSQLAlone, PeerSQLiteSession.name: PeerSQLAlone}
 LEVELS = {"NORMAL": 1, "FULL": 2}
+
+
+# (session, messages before the first measured save, handles): a replica joins by reading.
+_SETUPS: list[tuple[str, int, tuple[str, ...]]] = [
+    ("one-20", SMALL - 1, ("a",)),
+    ("one-2000", TURNS - 1, ("a",)),
+    ("two-20", SMALL - 1, ("a", "b")),
+    ("two-2000", TURNS - 1, ("a", "b")),
+]
+# (label, session, size at the first round, handles taking turns; none for the read)
+_MEASURES: list[tuple[str, str, int, str]] = [
+    ("save@20 one", "one-20", SMALL, "a"),
+    ("save@2000 one", "one-2000", TURNS, "a"),
+    ("save@20 two", "two-20", SMALL, "ab"),
+    ("save@2000 two", "two-2000", TURNS, "ab"),
+    ("read 2000", "one-2000", TURNS, ""),
+]
+
+
+async def _round(stores: list[Any], r: int, results: dict[str, dict[str, list[float]]]) -> None:
+    """Round ``r``: measure by measure, the contenders taking turns in a rotating order."""
+    order = stores[r % len(stores) :] + stores[: r % len(stores)]
+    for label, session, size, handles in _MEASURES:
+        for store in order:
+            call = store.turn(session, size + r, handles[r % len(handles)]) if handles else store.read(session)
+            start = time.perf_counter()
+            await call
+            results[store.name].setdefault(label, []).append((time.perf_counter() - start) * 1000)
 
 
 async def run_level(base: Path, synchronous: str, repeats: int) -> dict[str, Any]:
     n = TURNS + repeats + 2
     stores = [make(base / f"{make.__name__}-{synchronous}.sqlite", synchronous, n) for make in CONTENDERS]
     results: dict[str, dict[str, list[float]]] = {s.name: {} for s in stores}
+    floors: dict[str, _SQLAlone] = {}
     try:
         for store in stores:
             level = await store.synchronous_level()
             if level != LEVELS[synchronous]:
                 raise SystemExit(f"{store.name}: synchronous is {level}, not {synchronous}")
-            await store.setup("one-20", SMALL - 1, handles=("a",))
-            await store.setup("one-2000", TURNS - 1, handles=("a",))
-            await store.setup("two-20", SMALL - 1, handles=("a", "b"))
-            await store.setup("two-2000", TURNS - 1, handles=("a", "b"))
+            for session, size, handles in _SETUPS:
+                await store.setup(session, size, handles=handles)
             if store.name in FLOORS:
                 await store.setup("sql-2000", TURNS - 1, handles=("a",))
-        floors = {store.name: FLOORS[store.name](store.path, synchronous, "sql-2000") for store in stores
-                  if store.name in FLOORS}
+                floors[store.name] = FLOORS[store.name](store.path, synchronous, "sql-2000")
         # Ours' reader reads the floor's bodies straight from the file, once.
         with sqlite3.connect(stores[0].path) as conn:
-            bodies = [b for (b,) in conn.execute(
-                "SELECT body FROM storetest_messages m JOIN storetest_sessions s ON s.id = m.session_id "
-                "WHERE s.session = ? ORDER BY position",
-                (b"one-2000",),
-            )]
-        measures: list[tuple[str, str, int, str]] = [
-            ("save@20 one", "one-20", SMALL, "a"),
-            ("save@2000 one", "one-2000", TURNS, "a"),
-            ("save@20 two", "two-20", SMALL, "ab"),
-            ("save@2000 two", "two-2000", TURNS, "ab"),
-            ("read 2000", "one-2000", TURNS, ""),
-        ]
+            bodies = [
+                b
+                for (b,) in conn.execute(
+                    "SELECT body FROM storetest_messages m JOIN storetest_sessions s ON s.id = m.session_id "
+                    "WHERE s.session = ? ORDER BY position",
+                    (b"one-2000",),
+                )
+            ]
         for r in range(repeats):
-            # Measure by measure, the contenders taking turns in a rotating order.
-            order = stores[r % len(stores):] + stores[: r % len(stores)]
-            for label, session, size, handles in measures:
-                for store in order:
-                    if handles:
-                        call = store.turn(session, size + r, handles[r % len(handles)])
-                    else:
-                        call = store.read(session)
-                    start = time.perf_counter()
-                    await call
-                    results[store.name].setdefault(label, []).append((time.perf_counter() - start) * 1000)
-            for name, floor in (list(floors.items())[r % 2 :] + list(floors.items())[: r % 2]):
+            await _round(stores, r, results)
+            for name, floor in list(floors.items())[r % 2 :] + list(floors.items())[: r % 2]:
                 start = time.perf_counter()
                 await asyncio.to_thread(floor.turn)
                 results[name].setdefault("SQL alone @2000", []).append((time.perf_counter() - start) * 1000)
@@ -348,6 +414,49 @@ async def run_level(base: Path, synchronous: str, repeats: int) -> dict[str, Any
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         sizes[store.name] = os.path.getsize(path)
     return {"medians": medians, "totals": totals, "sizes": sizes}
+
+
+async def run_postgres(url: str, repeats: int) -> dict[str, dict[str, float]]:
+    import asyncpg
+
+    from reference_stores.postgres import SCHEMA
+
+    n = TURNS + repeats + 2
+    pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute(SCHEMA)
+        stores: list[Any] = [OursPostgres(pool, n), PeerSQLAlchemyPostgres(url, n)]
+        try:
+            for store in stores:
+                for session, size, handles in _SETUPS:
+                    await store.setup(session, size, handles=handles)
+            results: dict[str, dict[str, list[float]]] = {s.name: {} for s in stores}
+            for r in range(repeats):
+                await _round(stores, r, results)
+        finally:
+            for store in stores:
+                await store.close()
+    finally:
+        await pool.close()
+    return {name: {k: statistics.median(v) for k, v in got.items()} for name, got in results.items()}
+
+
+def report_postgres(med: dict[str, dict[str, float]], repeats: int) -> str:
+    ours, alchemy = OursPostgres.name, PeerSQLAlchemyPostgres.name
+    lines = [
+        f"### PostgreSQL, both on the event loop (medians of {repeats}, ms)",
+        "",
+        f"| measure | {ours} | {alchemy} | ours / SQLAlchemySession |",
+        "|---|---|---|---|",
+    ]
+    for key in ("save@20 one", "save@2000 one", "save@20 two", "save@2000 two", "read 2000"):
+        a, c = med[ours][key], med[alchemy][key]
+        lines.append(f"| {key} | {a:.3f} | {c:.3f} | {a / c:.2f}x |")
+    growth_one = med[ours]["save@2000 one"] / med[ours]["save@20 one"]
+    growth_two = med[ours]["save@2000 two"] / med[ours]["save@20 two"]
+    lines += ["", f"ours: save@2000 / save@20 = {growth_one:.2f}x (one handle), {growth_two:.2f}x (two alternating)"]
+    return "\n".join(lines)
 
 
 def report(synchronous: str, result: dict[str, Any], repeats: int) -> str:
@@ -390,7 +499,8 @@ def report(synchronous: str, result: dict[str, Any], repeats: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=15, help="interleaved rounds (default 15)")
-    parser.add_argument("--synchronous", action="append", choices=sorted(LEVELS), help="default: both")
+    parser.add_argument("--synchronous", action="append", choices=sorted(LEVELS), help="SQLite; default: both")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], help="default: both")
     args = parser.parse_args(argv)
     try:
         import aiosqlite  # noqa: F401
@@ -401,11 +511,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmarks/peers.py needs the peers it compares against: {exc}.")
         print(f"Install them with: {INSTALL}")
         return 2
-    with tempfile.TemporaryDirectory(prefix="storetest-peers-", dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
-        for synchronous in args.synchronous or ["FULL", "NORMAL"]:
-            result = asyncio.run(run_level(Path(tmp), synchronous, args.repeats))
-            print(report(synchronous, result, args.repeats))
-            print()
+    if args.backend in (None, "sqlite"):
+        with tempfile.TemporaryDirectory(prefix="storetest-peers-", dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
+            for synchronous in args.synchronous or ["FULL", "NORMAL"]:
+                result = asyncio.run(run_level(Path(tmp), synchronous, args.repeats))
+                print(report(synchronous, result, args.repeats))
+                print()
+    if args.backend in (None, "postgres"):
+        from storetest import databases
+
+        try:
+            with databases.throwaway("postgres") as url:
+                print(report_postgres(asyncio.run(run_postgres(url, args.repeats)), args.repeats))
+        except (databases.Unavailable, ImportError) as exc:
+            print(f"### PostgreSQL: skipped ({exc})")
     return 0
 
 
