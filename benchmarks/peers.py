@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from reference_stores.sqlite import SQLiteStore
 from storetest.codec import encode_message
@@ -66,22 +66,28 @@ def texts(n: int) -> list[tuple[Role, str]]:
     return [(roles[i % 2], f"{i:06d} {body}"[:SIZE]) for i in range(n)]
 
 
-class Ours:
-    name = "storetest SQLiteStore"
+class _Transcripts:
+    """Our side's transcripts: per session, one list growing as an agent's does."""
 
-    def __init__(self, path: Path, synchronous: str, n: int) -> None:
-        self.path = path
-        self.synchronous = synchronous
+    def __init__(self, n: int) -> None:
         self.conv = [Message.text(role, text) for role, text in texts(n)]
-        self.handles: dict[str, SQLiteStore] = {}
         self.transcripts: dict[str, list[Message]] = {}
 
     def _transcript(self, session: str, n: int) -> list[Message]:
-        """The session's transcript of n messages, one list growing as an agent's does."""
         transcript = self.transcripts.setdefault(session, [])
         del transcript[n:]
         transcript.extend(self.conv[len(transcript) : n])
         return transcript
+
+
+class Ours(_Transcripts):
+    name = "storetest SQLiteStore"
+
+    def __init__(self, path: Path, synchronous: str, n: int) -> None:
+        super().__init__(n)
+        self.path = path
+        self.synchronous = synchronous
+        self.handles: dict[str, SQLiteStore] = {}
 
     def _handle(self, which: str) -> SQLiteStore:
         if which not in self.handles:
@@ -155,7 +161,7 @@ class PeerSQLiteSession(_Peer):
 
         level = self.synchronous
 
-        class Session(SQLiteSession):  # type: ignore[misc]
+        class Session(SQLiteSession):
             @staticmethod
             def _configure_connection(conn: sqlite3.Connection) -> None:
                 SQLiteSession._configure_connection(conn)
@@ -218,7 +224,7 @@ class _SQLAlone:
         self.conn.execute(f"PRAGMA synchronous = {synchronous}")
         self.session = session
 
-    isolation_level: ClassVar[str | None] = ""  # the module's implicit BEGIN
+    isolation_level: ClassVar[Literal["DEFERRED"] | None] = "DEFERRED"  # the module's implicit BEGIN
 
     def turn(self) -> None:
         raise NotImplementedError
@@ -272,22 +278,19 @@ class PeerSQLAlone(_SQLAlone):
         conn.commit()
 
 
-class OursPostgres:
+class OursPostgres(_Transcripts):
     name = "storetest PostgresStore"
 
     def __init__(self, pool: Any, n: int) -> None:
-        from reference_stores.postgres import PostgresStore
-
-        self.conv = [Message.text(role, text) for role, text in texts(n)]
+        super().__init__(n)
+        self.pool = pool
         self.handles: dict[str, Any] = {}
-        self.transcripts: dict[str, list[Message]] = {}
-        self._make = lambda: PostgresStore(pool)
-
-    _transcript = Ours._transcript
 
     def _handle(self, which: str) -> Any:
+        from reference_stores.postgres import PostgresStore
+
         if which not in self.handles:
-            self.handles[which] = self._make()
+            self.handles[which] = PostgresStore(self.pool)
         return self.handles[which]
 
     async def setup(self, session: str, n: int, *, handles: tuple[str, ...]) -> None:
