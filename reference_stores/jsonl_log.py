@@ -1,7 +1,7 @@
 """The JSONL log store: a directory with one file per session, one entry per line,
 standard library only (POSIX: ``fcntl.flock``).
 
-How it keeps each file-system fact of the design brief:
+How it keeps each file-system fact that breaks naive log stores:
 
 - *Appends never rewrite a file*: the file is opened with ``O_APPEND`` and a batch is
   written as whole lines, in one ``write`` when the kernel takes it all; nothing is

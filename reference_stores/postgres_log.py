@@ -4,7 +4,7 @@ The application runs :data:`SCHEMA` (idempotent); the store runs no DDL and need
 SELECT, INSERT and UPDATE on its tables (the least-privilege rule of
 :mod:`reference_stores.postgres`: grant SELECT, INSERT, UPDATE, DELETE).
 
-How it keeps each PostgreSQL fact of the design brief, and the log contract:
+How it keeps each PostgreSQL fact that breaks naive log stores, and the log contract:
 
 - *``jsonb`` rewrites JSON*: payloads are JSON text (:mod:`reference_stores._entry_codec`)
   in a ``text`` column, the custom JSON inside it as a string value; never ``jsonb``.

@@ -1,7 +1,7 @@
 """The SQLite log store: standard-library ``sqlite3``, one database file shared by every
 handle, thread and process that opens it; tables created when opened.
 
-How it keeps each SQLite fact of the design brief, and the log contract:
+How it keeps each SQLite fact that breaks naive log stores, and the log contract:
 
 - *``JSON``/``STRING`` columns have NUMERIC affinity*: payloads are ``TEXT`` (JSON
   text from :mod:`reference_stores._entry_codec`, the custom JSON inside it as a
