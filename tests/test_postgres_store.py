@@ -336,6 +336,50 @@ def test_concurrent_takers_on_two_pools_get_each_steer_once_in_order(
         assert take == sorted(take), f"a take came out of order: {take}"
 
 
+def test_a_take_waits_for_an_add_under_way(storetest_postgres_url: str) -> None:
+    """An older add under way (its steer inserted, its share lock on the session row
+    held, not committed) and a newer add committed: the take must wait for the older
+    one and take both, oldest first. A take that read the queue before its lock was
+    granted (a lock and a DELETE in one statement share one snapshot) would take the
+    newer steer alone and leave the older for the next take."""
+    session = _session()
+    key = session.encode()
+    name = f"storetest_take_{secrets.token_hex(4)}"
+
+    async def main() -> tuple[list[str], list[str]]:
+        pool = await _pool(storetest_postgres_url)
+        takers = await asyncpg.create_pool(
+            storetest_postgres_url, min_size=1, max_size=1, server_settings={"application_name": name}
+        )
+        older = await asyncpg.connect(storetest_postgres_url)
+        try:
+            store = PostgresStore(pool)
+            await store.add_steer(session, "before")
+            assert await store.take_steers(session) == ["before"]
+            # An add as the store makes one, stopped before its COMMIT.
+            add = older.transaction()
+            await add.start()
+            await older.execute("SELECT 1 FROM storetest_sessions WHERE session = $1 FOR KEY SHARE", key)
+            await older.execute("INSERT INTO storetest_steers (session, text) VALUES ($1, $2)", key, b"older")
+            await store.add_steer(session, "newer")
+            take = asyncio.ensure_future(PostgresStore(takers).take_steers(session))
+            for _ in range(3000):  # gives up after about 30 s: a hang, not a timing assertion
+                if take.done() or await pool.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                    name,
+                ):
+                    break
+                await asyncio.sleep(0.01)
+            await add.commit()
+            return await take, await store.take_steers(session)
+        finally:
+            await older.close()
+            await takers.close()
+            await pool.close()
+
+    assert run(main) == (["older", "newer"], [])
+
+
 # Lost connections ------------------------------------------------------------------
 
 
