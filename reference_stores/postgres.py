@@ -27,6 +27,19 @@ How it keeps each PostgreSQL fact that breaks naive stores:
   of) the session row, so concurrent saves queue up and each leaves a whole transcript;
   a read is one statement, hence one snapshot, so it sees a whole transcript too.
 
+Round trips, as ``tests/test_postgres_store.py`` counts them on the wire once each
+statement has been used on the connection (asyncpg prepares a statement on its first
+use there, one more round trip): a take that finds the queue empty is one, an
+``EXISTS`` probe, with no lock and no transaction. A take that finds steers is four:
+the probe; ``BEGIN`` and the row lock, sent as one simple-protocol message (the session
+id goes in as a hex literal, since that protocol takes no parameters); the ``DELETE ...
+RETURNING``; ``COMMIT``. An add is three: ``BEGIN`` with the session row's creation and
+its share lock; the ``INSERT``; ``COMMIT``. The DELETE cannot share the lock's statement
+(one statement reads one snapshot, taken before the lock is granted: it would miss an
+older steer whose add was under way and take a newer one), nor its message (asyncpg's
+simple protocol drops the rows a query returns), nor COMMIT's (the server would commit
+before the rows reached the store, and a connection lost then would lose the steers).
+
 Lost connections: every operation is one transaction, begun, committed and rolled
 back by the store itself, so the error that reaches the caller is the one that broke
 the transaction ("terminating connection due to administrator command"), never the
@@ -111,12 +124,15 @@ LEFT JOIN storetest_messages m ON m.session = s.session
 WHERE s.session = $1
 ORDER BY m.position
 """
-_ENSURE_SESSION = """
-INSERT INTO storetest_sessions (session, version) VALUES ($1, 0)
-ON CONFLICT (session) DO NOTHING
+# Statements sent right after BEGIN, in the same simple-protocol message (one round
+# trip; see _transaction). A simple query takes no parameters: {key} is the session's
+# bytes as a hex literal (_literal), nothing a caller's text can break out of.
+# Creates the session's row or finds it, then holds FOR KEY SHARE on it until commit.
+_ENSURE_AND_SHARE_SESSION = """
+INSERT INTO storetest_sessions (session, version) VALUES ({key}, 0) ON CONFLICT (session) DO NOTHING;
+SELECT 1 FROM storetest_sessions WHERE session = {key} FOR KEY SHARE
 """
-_SHARE_SESSION = "SELECT 1 FROM storetest_sessions WHERE session = $1 FOR KEY SHARE"
-_LOCK_SESSION = "SELECT 1 FROM storetest_sessions WHERE session = $1 FOR UPDATE"
+_LOCK_SESSION = "SELECT 1 FROM storetest_sessions WHERE session = {key} FOR UPDATE"
 _INSERT_STEER = "INSERT INTO storetest_steers (session, text) VALUES ($1, $2)"
 _ANY_STEER = "SELECT EXISTS (SELECT 1 FROM storetest_steers WHERE session = $1)"
 _TAKE_STEERS = """
@@ -221,10 +237,9 @@ class PostgresStore:
         data = check_steer_text(text).encode("utf-8")
         key = session.encode("utf-8")
         try:
-            async with self._connection("add_steer to", session) as conn, _transaction(conn):
-                await conn.execute(_ENSURE_SESSION, key)
-                # Held until commit, so a take waits for this insert to land.
-                await conn.execute(_SHARE_SESSION, key)
+            # The share lock is held until commit, so a take waits for this insert to land.
+            opening = _ENSURE_AND_SHARE_SESSION.format(key=_literal(key))
+            async with self._connection("add_steer to", session) as conn, _transaction(conn, opening):
                 await conn.execute(_INSERT_STEER, key, data)
         except _CommitLost as exc:
             _outcome_unknown("add_steer to", session, exc)
@@ -242,8 +257,11 @@ class PostgresStore:
                 # already a correct answer, with no lock and no transaction.
                 if not await conn.fetchval(_ANY_STEER, key):
                     return []
-                async with _transaction(conn):
-                    if await conn.fetchval(_LOCK_SESSION, key) is None:
+                # The lock comes with BEGIN, in one round trip; the DELETE is a statement
+                # of its own, whose snapshot is taken once the lock is held. The rows are
+                # in hand before COMMIT is sent.
+                async with _transaction(conn, _LOCK_SESSION.format(key=_literal(key))) as locked:
+                    if locked != "SELECT 1":
                         return []
                     rows = await conn.fetch(_TAKE_STEERS, key)
         except _CommitLost as exc:
@@ -279,31 +297,43 @@ class PostgresStore:
 
 
 @asynccontextmanager
-async def _transaction(conn: Any) -> AsyncIterator[None]:
-    """One transaction: rolled back if the block raises (a failing rollback is logged,
-    the block's error is what propagates), committed if it does not. Raises
-    :class:`_CommitLost` when the connection is lost once COMMIT was sent."""
-    transaction = conn.transaction()
-    await transaction.start()
+async def _transaction(conn: Any, opening: str = "") -> AsyncIterator[str]:
+    """One transaction: ``BEGIN`` and the ``opening`` statements (none, or some separated
+    by ``;``, without parameters) in one simple-protocol message, one round trip; each
+    statement after ``BEGIN`` takes a fresh snapshot (READ COMMITTED), so a lock taken by
+    one is held before the next reads. Yields the last statement's status ("BEGIN",
+    "SELECT 1", ...).
+
+    Rolled back if the block raises (a failing rollback is logged, the block's error is
+    what propagates), committed if it does not. Raises :class:`_CommitLost` when the
+    connection is lost once COMMIT was sent."""
     try:
-        yield
+        status: str = await conn.execute(f"BEGIN;{opening}")
+        yield status
     except BaseException:
-        try:
-            await transaction.rollback()
-        except Exception:
-            # The connection is gone, and the server rolls back on disconnect.
-            _log.debug("rollback failed", exc_info=True)
+        # A closed connection has nothing to roll back: the server rolls back on disconnect.
+        if not _is_closed(conn):
+            try:
+                await conn.execute("ROLLBACK;")
+            except Exception:
+                # The connection is gone, and the server rolls back on disconnect.
+                _log.debug("rollback failed", exc_info=True)
         raise
     # A connection already closed never sent COMMIT: the server rolled back.
     sent = not _is_closed(conn)
     try:
-        await transaction.commit()
+        await conn.execute("COMMIT;")
     except Exception as exc:
         # The server answering with an error on a live connection is a refusal (the
         # transaction rolled back); anything else leaves the outcome unknown.
         if sent and (_is_closed(conn) or not isinstance(exc, asyncpg.PostgresError)):
             raise _CommitLost(str(exc)) from exc
         raise
+
+
+def _literal(key: bytes) -> str:
+    """``key`` as a SQL expression of type ``bytea`` made of hex digits only."""
+    return f"decode('{key.hex()}', 'hex')"
 
 
 def _is_closed(conn: Any) -> bool:

@@ -21,11 +21,13 @@ import pytest
 from storetest import _databases
 from storetest.contract import Attachment, Message, OutcomeUnknown, StoreError, Text, ToolCall
 from tests.faults.proxy import MYSQL_COMMIT, CuttingProxy
+from tests.wire import RoundTrips
 
 pytest.importorskip("pymysql")
 
 import pymysql
 
+from reference_stores import mysql as mysql_store
 from reference_stores.mysql import SCHEMA, MySQLStore
 from storetest._databases import mysql as provisioning
 from storetest._databases.mysql import connect
@@ -410,6 +412,16 @@ def test_rows_changed_behind_the_stores_back_are_seen_on_read(db: str) -> None:
 # -- both connection modes under threads --------------------------------------------------
 
 
+@pytest.fixture(params=["server's own take", "take without RETURNING"])
+def take_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test as the server's take (``DELETE ... RETURNING`` on MariaDB), then as
+    the take MySQL gets (``SELECT ... FOR UPDATE``, then ``DELETE`` by id)."""
+    if request.param == "take without RETURNING":
+        monkeypatch.setattr(mysql_store, "_deletes_returning", lambda conn: False)
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("take_path")
 def test_concurrent_takers_on_one_handle_and_a_replica_take_each_steer_once_in_order(
     make_store: Callable[[], MySQLStore],
 ) -> None:
@@ -467,6 +479,43 @@ def test_transcripts_round_trip_with_either_kind_of_connection(
     assert primary.messages("s") == transcript[:1]
     primary.save("s", [])
     assert replica.messages("s") == []
+
+
+def test_round_trips_of_takes_and_adds(db: str, take_path: str) -> None:
+    """Issue 11: round trips counted on the wire (every command pymysql sends waits for
+    its answer). A take is SET TRANSACTION, BEGIN, the row lock, one DELETE ...
+    RETURNING and COMMIT, however many steers it takes; without RETURNING (MySQL) a
+    SELECT ... FOR UPDATE and a DELETE per 1,000 ids replace that DELETE."""
+    parts = urlsplit(db)
+    wire = RoundTrips(parts.hostname or "127.0.0.1", parts.port or 3306, "mysql")
+    counts: dict[str, int] = {}
+
+    def count(name: str, call: Callable[[], Any]) -> Any:
+        before = wire.count
+        result = call()
+        counts[name] = wire.count - before
+        return result
+
+    try:
+        with closing(connect(_via(db, wire.port))) as conn:
+            store = MySQLStore(conn)
+            store.add_steer("s", "warm")  # reads max_allowed_packet, once per connection
+            assert store.take_steers("s") == ["warm"]
+            assert count("empty take", lambda: store.take_steers("s")) == []
+            count("add", lambda: store.add_steer("s", "0"))
+            assert count("take of 1", lambda: store.take_steers("s")) == ["0"]
+            added = [f"{i:04d}" for i in range(2500)]
+            with closing(connect(db)) as direct, direct.cursor() as cur:
+                cur.executemany("INSERT INTO agent_steers (session, text) VALUES (%s, %s)", [(b"s", t) for t in added])
+                direct.commit()
+            assert count("take of 2,500", lambda: store.take_steers("s")) == added
+            mariadb = "mariadb" in conn.get_server_info().lower()
+    finally:
+        wire.close()
+    if take_path == "server's own take" and mariadb:
+        assert counts == {"empty take": 5, "add": 5, "take of 1": 5, "take of 2,500": 5}
+    else:
+        assert counts == {"empty take": 5, "add": 5, "take of 1": 6, "take of 2,500": 8}
 
 
 # -- lost connections ---------------------------------------------------------------------

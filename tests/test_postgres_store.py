@@ -17,6 +17,7 @@ from storetest import _databases
 from storetest._databases import postgres as provisioning
 from storetest.contract import Message, OutcomeUnknown, StoreError, Text, ToolCall
 from tests.faults.proxy import POSTGRES_COMMIT, CuttingProxy
+from tests.wire import RoundTrips
 
 asyncpg = pytest.importorskip("asyncpg")
 
@@ -334,6 +335,110 @@ def test_concurrent_takers_on_two_pools_get_each_steer_once_in_order(
     assert sorted(flat) == [f"{i:04d}" for i in range(count)], "lost or duplicated steers"
     for take in takes:
         assert take == sorted(take), f"a take came out of order: {take}"
+
+
+def test_a_take_waits_for_an_add_under_way(storetest_postgres_url: str) -> None:
+    """An older add under way (its steer inserted, its share lock on the session row
+    held, not committed) and a newer add committed: the take must wait for the older
+    one and take both, oldest first. A take that read the queue before its lock was
+    granted (a lock and a DELETE in one statement share one snapshot) would take the
+    newer steer alone and leave the older for the next take."""
+    session = _session()
+    key = session.encode()
+    name = f"storetest_take_{secrets.token_hex(4)}"
+
+    async def main() -> tuple[list[str], list[str]]:
+        pool = await _pool(storetest_postgres_url)
+        takers = await asyncpg.create_pool(
+            storetest_postgres_url, min_size=1, max_size=1, server_settings={"application_name": name}
+        )
+        older = await asyncpg.connect(storetest_postgres_url)
+        try:
+            store = PostgresStore(pool)
+            await store.add_steer(session, "before")
+            assert await store.take_steers(session) == ["before"]
+            # An add as the store makes one, stopped before its COMMIT.
+            add = older.transaction()
+            await add.start()
+            await older.execute("SELECT 1 FROM storetest_sessions WHERE session = $1 FOR KEY SHARE", key)
+            await older.execute("INSERT INTO storetest_steers (session, text) VALUES ($1, $2)", key, b"older")
+            await store.add_steer(session, "newer")
+            take = asyncio.ensure_future(PostgresStore(takers).take_steers(session))
+            for _ in range(3000):  # gives up after about 30 s: a hang, not a timing assertion
+                if take.done() or await pool.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                    name,
+                ):
+                    break
+                await asyncio.sleep(0.01)
+            await add.commit()
+            return await take, await store.take_steers(session)
+        finally:
+            await older.close()
+            await takers.close()
+            await pool.close()
+
+    assert run(main) == (["older", "newer"], [])
+
+
+# Round trips ------------------------------------------------------------------------
+
+
+class _OneConnection:
+    """A pool of one connection, given back as it is: asyncpg's pool sends a reset query
+    on every release, which is the pool's round trip, not the store's."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def acquire(self) -> _OneConnection:
+        return self
+
+    async def __aenter__(self) -> Any:
+        return self.conn
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+def test_round_trips_of_takes_and_adds(storetest_postgres_url: str) -> None:
+    """Issue 11: round trips counted on the wire, once every statement has been used on
+    the connection (asyncpg prepares a statement on its first use there, one more round
+    trip). An empty take is its probe; a take that finds steers adds BEGIN with the row
+    lock in one message, the DELETE ... RETURNING and COMMIT; an add is BEGIN with its
+    two row statements, the INSERT and COMMIT."""
+    session = _session()
+    parts = urlsplit(storetest_postgres_url)
+    wire = RoundTrips(parts.hostname or "127.0.0.1", parts.port or 5432, "postgres")
+
+    async def main() -> dict[str, int]:
+        pool = await _pool(storetest_postgres_url)  # applies SCHEMA
+        conn = await asyncpg.connect(_proxied(storetest_postgres_url, wire.port), ssl=False)
+        counts: dict[str, int] = {}
+
+        async def count(name: str, call: Awaitable[T]) -> T:
+            before = wire.count
+            result = await call
+            counts[name] = wire.count - before
+            return result
+
+        try:
+            store = PostgresStore(_OneConnection(conn))
+            await store.add_steer(session, "warm")
+            assert await store.take_steers(session) == ["warm"]
+            assert await count("empty take", store.take_steers(session)) == []
+            await count("add", store.add_steer(session, "one"))
+            for i in range(2, 1001):
+                await store.add_steer(session, f"{i}")
+            taken = await count("take of 1,000", store.take_steers(session))
+            assert taken == ["one", *(f"{i}" for i in range(2, 1001))]
+            return counts
+        finally:
+            await conn.close()
+            await pool.close()
+            wire.close()
+
+    assert run(main) == {"empty take": 1, "add": 3, "take of 1,000": 4}
 
 
 # Lost connections ------------------------------------------------------------------
