@@ -274,7 +274,7 @@ class MySQLStore:
             # value checks they cannot fail.
             result = [decode_trusted(body) for _, body in stored]
             self._remembered.learn_read(
-                key, int(rows[0][0]), tuple(result), (bytes(digest) for digest, _ in stored)
+                key, int(rows[0][0]), list(result), (bytes(digest) for digest, _ in stored)
             )
             return result
 
