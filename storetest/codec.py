@@ -15,7 +15,9 @@ text and ``decode_message`` turns it back into an equal message:
 
 :func:`decode_message` checks everything, as it must for text from anywhere.
 :func:`decode_trusted` is the fast path for text a store wrote itself with
-:func:`encode_message`: it skips the value checks that such text cannot fail.
+:func:`encode_message`: it skips the value checks that such text cannot fail, as
+:func:`trusted_text_message` does for a store that keeps a one-text message as its role
+and raw text.
 
 The encoding is deterministic: equal messages encode to equal text, which lets a
 store compare what it wrote last time with what it is asked to write now without
@@ -39,6 +41,7 @@ __all__ = [
     "decode_trusted",
     "encode_message",
     "encode_messages",
+    "trusted_text_message",
 ]
 
 
@@ -172,6 +175,24 @@ def _trusted_part(raw: dict[str, Any]) -> Content:
     return part  # type: ignore[no-any-return]
 
 
+def trusted_text_message(role: str, text: str) -> Message:
+    """``Message.text(role, text)`` without its checks, for a role and text the caller
+    stored itself from a checked message (a store that keeps the common message, one
+    piece of text, as its role and raw text rather than as encoded JSON).
+
+    It skips what :class:`~storetest.contract.Message` and
+    :class:`~storetest.contract.Text` check (that both are ``str``, the role one of
+    :data:`~storetest.contract.ROLES`, no lone surrogate): values from a checked message
+    pass them all, and values from anywhere else must go through ``Message.text``.
+    """
+    part = _new(Text)
+    _set_text(part, text)
+    message = _new(Message)
+    _set_role(message, role)
+    _set_content(message, (part,))
+    return message
+
+
 def decode_trusted(text: str | bytes) -> Message:
     """The message :func:`encode_message` turned into ``text``, for text the caller
     wrote itself (a store reading back its own rows).
@@ -197,24 +218,16 @@ def decode_trusted(text: str | bytes) -> Message:
             if text.startswith(',"content":"', end):
                 content, end = _scan_string(text, end + 12)
                 if end == len(text) - 1 and text[end] == "}":
-                    part = _new(Text)
-                    _set_text(part, content)
-                    message = _new(Message)
-                    _set_role(message, role)
-                    _set_content(message, (part,))
-                    return message
+                    return trusted_text_message(role, content)
         raw, end = _scan(text, 0)
         if end != len(text):
             raise CodecError(f"not an encoded message (data after the JSON): {text[:80]!r}")
-        message = _new(Message)
-        _set_role(message, raw["role"])
         content = raw["content"]
         if type(content) is str:
-            part = _new(Text)
-            _set_text(part, content)
-            _set_content(message, (part,))
-        else:
-            _set_content(message, tuple([_trusted_part(p) for p in content]))
+            return trusted_text_message(raw["role"], content)
+        message = _new(Message)
+        _set_role(message, raw["role"])
+        _set_content(message, tuple([_trusted_part(p) for p in content]))
         return message
     except CodecError:
         raise
