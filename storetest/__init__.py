@@ -26,6 +26,7 @@ from storetest.codec import (
     decode_trusted,
     encode_message,
     encode_messages,
+    trusted_text_message,
 )
 from storetest.contract import (
     MAX_SESSION_ID_BYTES,
@@ -84,6 +85,7 @@ __all__ = [
     "encode_messages",
     "open_session",
     "run_conformance",
+    "trusted_text_message",
 ]
 
 
