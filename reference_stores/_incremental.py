@@ -11,9 +11,10 @@ What is stored, per session (the backends' ``SCHEMA`` spell it in their own type
 - a session row with ``version``: a counter that every save changing the transcript
   raises by one, under the session's row lock (a store may raise it on every save);
   ``0``, or no row, means nothing was ever saved;
-- one row per message: ``position`` (0, 1, ...), ``body`` (:func:`encode_message` text)
-  and ``digest``, the *chain digest* of the transcript up to and including that row:
-  ``digest[i] = SHA-256(digest[i-1] + body[i])``, with ``digest[-1] = b""``. Equal
+- one row per message: ``position`` (0, 1, ...), the message (:func:`encode_message`
+  text ``body[i]``, or however the backend keeps it) and ``digest``, the *chain digest*
+  of the transcript up to and including that row: ``digest[i] = SHA-256(digest[i-1] +
+  body[i])``, with ``digest[-1] = b""``, always over the ``encode_message`` text. Equal
   digests at position ``i`` mean equal transcripts up to ``i``: one row vouches for the
   whole prefix before it.
 

@@ -4,13 +4,16 @@ every handle, thread and process that opens it.
 How it keeps each SQLite fact that breaks naive stores:
 
 - *A column declared ``JSON`` or ``STRING`` has NUMERIC affinity* (``'1.0'`` comes back
-  as ``1``): every column holding text is declared ``TEXT`` or ``BLOB``. Message bodies
-  are :func:`storetest.codec.encode_message` text in a ``TEXT`` column; session ids
+  as ``1``): every column holding text is declared ``TEXT`` or ``BLOB``. A message that
+  is one piece of text, the common one, is its ``role`` and its raw text in ``body``
+  (both ``TEXT``), read back with no JSON to parse; any other message is
+  :func:`storetest.codec.encode_message` text in ``body``, with no ``role``. Session ids
   and steer text are ``BLOB`` of their UTF-8 bytes, so keys compare with ``memcmp``:
   no collation, case, accent, normalization or trailing-space folding.
 - *SQL functions stop at a NUL*: no SQL function ever touches a stored value. Steers
-  and session ids may contain NUL and live in ``BLOB`` columns; message bodies hold no
-  NUL (the codec escapes it).
+  and session ids may contain NUL and live in ``BLOB`` columns. A raw message text may
+  hold NUL too, in its ``TEXT`` column: SQLite keeps a value's length, and only SQL
+  functions stop at a NUL (``tests/test_sqlite_store.py`` stores one).
 - *A deferred transaction that reads and then writes fails with "database is
   locked"*: every write (``save``, ``add_steer``, ``take_steers``) runs in
   ``BEGIN IMMEDIATE``, which takes the write lock before reading, and waits up to
@@ -47,10 +50,11 @@ from types import TracebackType
 from typing import Final, Literal
 
 from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
-from storetest.codec import CodecError, decode_trusted
+from storetest.codec import CodecError, decode_trusted, trusted_text_message
 from storetest.contract import (
     Message,
     StoreError,
+    Text,
     check_session_id,
     check_steer_text,
 )
@@ -82,6 +86,7 @@ SCHEMA: Final = (
     session_id INTEGER NOT NULL,
     position INTEGER NOT NULL,
     digest BLOB NOT NULL,
+    role TEXT,
     body TEXT NOT NULL,
     PRIMARY KEY (session_id, position)
 ) WITHOUT ROWID""",
@@ -293,10 +298,11 @@ class SQLiteStore:
                         "DELETE FROM storetest_messages WHERE session_id = ? AND position >= ?",
                         (sid, plan.keep),
                     )
+                new = plan.new
                 conn.executemany(
-                    "INSERT INTO storetest_messages (session_id, position, digest, body) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(sid, position, digest, body) for position, digest, body in plan.rows],
+                    "INSERT INTO storetest_messages (session_id, position, digest, role, body) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [(sid, position, digest, *_columns(new[position], body)) for position, digest, body in plan.rows],
                 )
                 conn.execute("COMMIT")
             except BaseException:
@@ -325,17 +331,20 @@ class SQLiteStore:
                 conn.execute("COMMIT")
                 return []
             rows = conn.execute(
-                "SELECT body, digest FROM storetest_messages WHERE session_id = ? ORDER BY position",
+                "SELECT role, body, digest FROM storetest_messages WHERE session_id = ? ORDER BY position",
                 (row[0],),
             ).fetchall()
             conn.execute("COMMIT")
             try:
-                # The store wrote these rows itself with encode_message: the trusted
-                # decoder skips value checks they cannot fail.
-                result = [decode_trusted(body) for body, _ in rows]
+                # The store wrote these rows itself, from checked messages: the trusted
+                # constructors skip value checks they cannot fail.
+                result = [
+                    decode_trusted(body) if role is None else trusted_text_message(role, body)
+                    for role, body, _ in rows
+                ]
             except CodecError as exc:
                 raise StoreError(f"read of session {session!r} failed: {exc}") from exc
-            self._remembered.learn_read(key, row[1], list(result), (digest for _, digest in rows))
+            self._remembered.learn_read(key, row[1], list(result), (digest for _, _, digest in rows))
             return result
 
     def add_steer(self, session: str, text: str) -> None:
@@ -391,6 +400,16 @@ class SQLiteStore:
                 self._conn.rollback()
         except sqlite3.Error:
             _log.warning("rollback failed on SQLite database %s", self._where, exc_info=True)
+
+
+def _columns(message: Message, body: str) -> tuple[str | None, str]:
+    """A message row's ``(role, body)``: the role and the raw text of a message that is
+    one piece of text, the common one, which reads back without any JSON; otherwise no
+    role and the message's :func:`~storetest.codec.encode_message` text, ``body``."""
+    content = message.content
+    if len(content) == 1 and type(content[0]) is Text:
+        return message.role, content[0].text
+    return None, body
 
 
 class _Operation:

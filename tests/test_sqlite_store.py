@@ -3,6 +3,7 @@ given connections, error handling and incremental saves."""
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import sqlite3
@@ -22,6 +23,7 @@ from storetest.contract import Attachment, Message, StoreError, Text, ToolCall, 
 TABLES = ("storetest_sessions", "storetest_messages", "storetest_steers")
 TEXT_COLUMNS = {
     ("storetest_sessions", "session"),
+    ("storetest_messages", "role"),
     ("storetest_messages", "body"),
     ("storetest_messages", "digest"),
     ("storetest_steers", "session"),
@@ -120,6 +122,18 @@ def test_numeric_looking_text_round_trips(store: SQLiteStore, db_path: Path) -> 
         "JOIN storetest_sessions s ON s.id = m.session_id",
     )
     assert kinds == [("blob", "text")]
+
+
+def test_one_text_messages_are_stored_as_role_and_raw_text(store: SQLiteStore, db_path: Path) -> None:
+    """The common message is its role and its text as is (NUL and quotes included), and
+    reads back without JSON; any other message is its codec JSON with no role."""
+    transcript = [Message.text("user", 'say "hi"\x00 \u2028'), Message("assistant", (Text("a"), Text("b")))]
+    store.save("s", transcript)
+    rows = run_sql(db_path, "SELECT role, body FROM storetest_messages ORDER BY position")
+    assert rows[0] == ("user", 'say "hi"\x00 \u2028')
+    assert rows[1][0] is None and json.loads(rows[1][1])["role"] == "assistant"
+    with SQLiteStore(db_path) as fresh:
+        assert fresh.messages("s") == transcript
 
 
 def test_nul_in_steers_and_session_ids_round_trips(store: SQLiteStore) -> None:
@@ -340,7 +354,7 @@ def test_closed_store_names_the_session(db_path: Path) -> None:
 
 def test_database_errors_name_operation_and_session(store: SQLiteStore, db_path: Path) -> None:
     store.save("abc", [turn(1)])
-    run_sql(db_path, "UPDATE storetest_messages SET body = 'not json'")
+    run_sql(db_path, "UPDATE storetest_messages SET role = NULL, body = 'not json'")
     with pytest.raises(StoreError, match=r"read of session 'abc' failed"):
         store.messages("abc")
     run_sql(db_path, "DROP TABLE storetest_steers")
