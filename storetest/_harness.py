@@ -123,9 +123,10 @@ class Handle:
             if self.is_async:
                 return await method(*args)
             barrier = races.start_line()
+            racing = races.in_plain_race()
 
             def run() -> Any:
-                if barrier is None:
+                if not racing:
                     return method(*args)
                 races.wait_at(barrier)
                 with races.preemptible(self.roots):

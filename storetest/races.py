@@ -20,7 +20,15 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Final, TypeVar
 
-__all__ = ["RACE_SWITCH_INTERVAL", "gather_all", "preemptible", "start_line", "together", "wait_at"]
+__all__ = [
+    "RACE_SWITCH_INTERVAL",
+    "gather_all",
+    "in_plain_race",
+    "preemptible",
+    "start_line",
+    "together",
+    "wait_at",
+]
 
 T = TypeVar("T")
 
@@ -56,6 +64,9 @@ class StartLine:
 _START: contextvars.ContextVar[StartLine | None] = contextvars.ContextVar(
     "storetest_start_line", default=None
 )
+# Set for the whole of a racing task of plain calls, not only its first call: a racer
+# that adds twice or takes twice must be preemptible in every call it makes.
+_PLAIN_RACE: contextvars.ContextVar[bool] = contextvars.ContextVar("storetest_plain_race", default=False)
 
 
 def start_line() -> StartLine | None:
@@ -65,6 +76,12 @@ def start_line() -> StartLine | None:
     if barrier is not None:
         _START.set(None)
     return barrier
+
+
+def in_plain_race() -> bool:
+    """Whether the current task races plain calls against others: each of its calls
+    runs :func:`preemptible`, the first after waiting at the start line."""
+    return _PLAIN_RACE.get()
 
 
 def wait_at(line: StartLine | None) -> None:
@@ -135,8 +152,10 @@ async def together(calls: Sequence[Callable[[], Awaitable[T]]], *, threads: bool
     barrier = StartLine(len(calls)) if threads and len(calls) > 1 else None
 
     async def one(call: Callable[[], Awaitable[T]]) -> T:
-        # Set inside the task, so only this task's first store call sees it.
+        # Set inside the task: only this task's first store call sees the start line,
+        # and all of its calls are preemptible.
         _START.set(barrier)
+        _PLAIN_RACE.set(barrier is not None)
         await go.wait()
         return await call()
 

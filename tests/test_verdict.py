@@ -11,13 +11,14 @@ import subprocess
 import sys
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from reference_stores.memory import MemoryBackend, MemoryStore
-from storetest import Message, check, check_session_id
+from storetest import Message, check, check_session_id, races
+from storetest._harness import Handle
 from storetest.clauses import CLAUSES
 from storetest.profiles import PROFILES, Profile
 from tests.broken_stores.memory_variants import PlainMemoryStore
@@ -119,6 +120,37 @@ def test_concurrency_clauses_overlap_their_callers(store_class: type, clause: st
     overlapped = sum(n >= 2 for n in rounds.values())
     assert rounds, f"{clause} ran no rounds"
     assert overlapped > len(rounds) / 2, f"{clause}: only {overlapped} of {len(rounds)} rounds overlapped"
+
+
+class _TracedCalls(PlainMemoryStore):
+    """Records, per call, whether the race's line tracer was running in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.traced: list[bool] = []
+
+    def add_steer(self, session: str, text: str) -> None:
+        self.traced.append("preemptible" in getattr(sys.gettrace(), "__qualname__", ""))
+        super().add_steer(session, text)
+
+
+def test_every_plain_call_of_a_racer_is_preemptible_not_only_its_first() -> None:
+    """Racers make several calls (an adder adds twice, a taker takes twice): the race
+    must be able to switch threads inside each of them, not only inside the first."""
+    store = _TracedCalls()
+    handle = Handle(store, "factory", [])
+
+    def racer(n: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            for i in range(3):
+                await handle.add_steer("s", f"{n}-{i}")
+
+        return run
+
+    asyncio.run(races.together([racer(0), racer(1)], threads=True))
+    assert store.traced == [True] * 6
+    asyncio.run(handle.add_steer("s", "outside a race"))
+    assert store.traced[-1] is False
 
 
 def test_histories_are_long() -> None:
