@@ -29,7 +29,7 @@ How a save finds what to write (:class:`SavePlan`), with ``p`` the number of lea
 messages the new transcript shares with the remembered one (a comparison in C that
 tries identity first: agents pass back the very objects they saved or read; for the
 common save, the remembered messages plus new ones at the end, one copy and one
-comparison, with no slice of either):
+comparison, with no slice of the prefix):
 
 1. the stored version is the remembered one: the stored rows are the remembered
    messages, so nothing is read;
@@ -133,8 +133,9 @@ class Known:
     """What a handle knows a session held at ``version``: its messages and their chain
     digests, concatenated (``DIGEST_SIZE`` bytes per message).
 
-    ``messages`` is a list or a tuple that this module made and never changes or hands
-    out (a list when the caller saved a list, so the next save compares like with like).
+    ``messages`` is a list or a tuple that is never changed: a list this module copied
+    (never handed out), or a tuple. A save of a list remembers a list, so that the next
+    save of that list compares like with like.
     """
 
     version: int
@@ -315,8 +316,8 @@ class Remembered:
         if len(given) >= n:
             # The common save appends to what was saved or read last: build that
             # transcript (one copy) and compare it with the one given, in C, identity
-            # first. Comparing slices instead would copy 2,000 references more at turn
-            # 2,000. The candidate doubles as the snapshot to remember.
+            # first. Slicing the prefix for the comparison would copy 2,000 references
+            # more at turn 2,000. The candidate doubles as the snapshot to remember.
             candidate: Sequence[Message]
             if isinstance(given, list):
                 candidate = (old if type(old) is list else list(old)) + given[n:]
@@ -334,6 +335,10 @@ class Remembered:
                     new = candidate
                 else:
                     new = given.copy()
+                    if new != candidate:
+                        # Changed by another thread since the comparison: the copy is
+                        # what gets saved and remembered, so find its own prefix.
+                        prefix = common_prefix(old, new)
         if new is None:
             new = given.copy() if isinstance(given, list) else given
             prefix = common_prefix(old, new)

@@ -24,7 +24,7 @@ from reference_stores._incremental import (
 )
 from reference_stores.sqlite import SQLiteStore
 from storetest.codec import encode_message
-from storetest.contract import Message
+from storetest.contract import Message, Text
 
 
 def turn(i: int, tag: str = "") -> Message:
@@ -241,6 +241,35 @@ def test_equal_but_other_objects_are_remembered_as_the_callers() -> None:
     plan.start(1)
     assert plan.keep == 50
     assert all(a is b for a, b in zip(plan.known(2).messages, theirs, strict=True))
+
+
+def test_a_list_changed_during_the_comparison_is_saved_as_copied(tmp_path: Path) -> None:
+    """Another thread replaces a message of the caller's list while a replica compares
+    it with its memory: what the save writes and remembers is its own copy, whole. A
+    Text whose __eq__ makes the change stands in for the thread, deterministically."""
+    transcript: list[Message] = []
+    intruder = Message.text("user", "X")
+    armed = [False]
+
+    class Meddling(Text):
+        def __eq__(self, other: object) -> bool:
+            if armed[0] and transcript and transcript[0] is not intruder:
+                armed[0] = False
+                transcript[0] = intruder
+            return isinstance(other, Text) and self.text == other.text
+
+        __hash__ = Text.__hash__
+
+    path = tmp_path / "meddled.sqlite"
+    with SQLiteStore(path) as writer, SQLiteStore(path) as replica:
+        writer.save("s", [Message("user", (Meddling("a"),)), turn(1)])
+        replica.messages("s")  # remembers its own objects
+        transcript[:] = [Message("user", (Meddling("a"),)), turn(1), turn(2)]  # equal, not the same
+        armed[0] = True
+        replica.save("s", transcript)
+        replica.save("s", transcript)  # no race now: must store the list as it is
+        with SQLiteStore(path, cache_sessions=0) as fresh:
+            assert fresh.messages("s") == [intruder, turn(1), turn(2)]
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
