@@ -330,10 +330,17 @@ class SQLiteStore:
             if row is None:
                 conn.execute("COMMIT")
                 return []
-            rows = conn.execute(
-                "SELECT role, body, digest FROM storetest_messages WHERE session_id = ? ORDER BY position",
-                (row[0],),
-            ).fetchall()
+            # An application's connection may turn text into bytes or anything else; the
+            # store reads its own rows as str, and leaves the setting as it found it.
+            factory = conn.text_factory
+            conn.text_factory = str
+            try:
+                rows = conn.execute(
+                    "SELECT role, body, digest FROM storetest_messages WHERE session_id = ? ORDER BY position",
+                    (row[0],),
+                ).fetchall()
+            finally:
+                conn.text_factory = factory
             conn.execute("COMMIT")
             try:
                 # The store wrote these rows itself, from checked messages: the trusted

@@ -136,6 +136,19 @@ def test_one_text_messages_are_stored_as_role_and_raw_text(store: SQLiteStore, d
         assert fresh.messages("s") == transcript
 
 
+@pytest.mark.parametrize("text_factory", [bytes, lambda b: b.decode("utf-8", "replace").upper()])
+def test_an_application_text_factory_changes_nothing(tmp_path: Path, text_factory: Any) -> None:
+    """A given connection set to return text as bytes (or anything else) still reads
+    back the messages saved, and keeps its setting."""
+    conn = sqlite3.connect(tmp_path / "tf.sqlite", isolation_level=None, check_same_thread=False)
+    conn.text_factory = text_factory
+    transcript = [Message.text("user", "hi"), Message("assistant", (Text("a"), Text("b")))]
+    SQLiteStore(conn).save("s", transcript)
+    assert SQLiteStore(conn).messages("s") == transcript  # a handle that remembers nothing
+    assert conn.text_factory is text_factory
+    conn.close()
+
+
 def test_nul_in_steers_and_session_ids_round_trips(store: SQLiteStore) -> None:
     """SQL string functions stop at NUL; the store must keep text past it exactly."""
     session = "a\x00b"
