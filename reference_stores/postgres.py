@@ -140,20 +140,26 @@ WITH d AS (DELETE FROM storetest_steers WHERE session = $1 RETURNING id, text)
 SELECT text FROM d ORDER BY id
 """
 
+
+class _CommitLost(Exception):
+    """COMMIT was sent and the connection was lost before its answer came back."""
+
+
+class _InTransaction(Exception):
+    """The connection was inside a transaction before the store began its own."""
+
+
 # asyncpg and the OS raise these when the pool, the connection or the server fails.
 # InternalClientError is what asyncpg raises when a connection dies mid-protocol
 # ("cannot switch to state 15; another operation (2) is in progress").
 _BACKEND_ERRORS = (
+    _InTransaction,  # not asyncpg's, but a refusal the caller sees the same way
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
     asyncpg.exceptions.InternalClientError,
     OSError,
     TimeoutError,
 )
-
-
-class _CommitLost(Exception):
-    """COMMIT was sent and the connection was lost before its answer came back."""
 
 
 class PostgresStore:
@@ -299,16 +305,23 @@ class PostgresStore:
 @asynccontextmanager
 async def _transaction(conn: Any, opening: str = "") -> AsyncIterator[str]:
     """One transaction: ``BEGIN`` and the ``opening`` statements (none, or some separated
-    by ``;``, without parameters) in one simple-protocol message, one round trip; each
-    statement after ``BEGIN`` takes a fresh snapshot (READ COMMITTED), so a lock taken by
-    one is held before the next reads. Yields the last statement's status ("BEGIN",
-    "SELECT 1", ...).
+    by ``;``, without parameters) in one simple-protocol message, one round trip. It is
+    READ COMMITTED whatever the server's or role's default, so each statement takes a
+    fresh snapshot, and a lock taken by one is held before the next reads. Yields the
+    last statement's status ("BEGIN", "SELECT 1", ...).
 
     Rolled back if the block raises (a failing rollback is logged, the block's error is
     what propagates), committed if it does not. Raises :class:`_CommitLost` when the
-    connection is lost once COMMIT was sent."""
+    connection is lost once COMMIT was sent, and :class:`_InTransaction` before sending
+    anything when the connection is inside a transaction already (a "pool" handing out
+    an application's connection): the store's COMMIT would commit the application's work."""
+    if conn.is_in_transaction():
+        raise _InTransaction(
+            "the connection is inside a transaction the application opened; "
+            "commit or roll back before the store uses it"
+        )
     try:
-        status: str = await conn.execute(f"BEGIN;{opening}")
+        status: str = await conn.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED;{opening}")
         yield status
     except BaseException:
         # A closed connection has nothing to roll back: the server rolls back on disconnect.

@@ -337,12 +337,14 @@ def test_concurrent_takers_on_two_pools_get_each_steer_once_in_order(
         assert take == sorted(take), f"a take came out of order: {take}"
 
 
-def test_a_take_waits_for_an_add_under_way(storetest_postgres_url: str) -> None:
+@pytest.mark.parametrize("isolation", ["read committed", "repeatable read"])
+def test_a_take_waits_for_an_add_under_way(storetest_postgres_url: str, isolation: str) -> None:
     """An older add under way (its steer inserted, its share lock on the session row
     held, not committed) and a newer add committed: the take must wait for the older
     one and take both, oldest first. A take that read the queue before its lock was
-    granted (a lock and a DELETE in one statement share one snapshot) would take the
-    newer steer alone and leave the older for the next take."""
+    granted (a lock and a DELETE in one statement share one snapshot, as does every
+    statement of a REPEATABLE READ transaction) would take the newer steer alone and
+    leave the older for the next take. The server's default isolation must not matter."""
     session = _session()
     key = session.encode()
     name = f"storetest_take_{secrets.token_hex(4)}"
@@ -350,7 +352,10 @@ def test_a_take_waits_for_an_add_under_way(storetest_postgres_url: str) -> None:
     async def main() -> tuple[list[str], list[str]]:
         pool = await _pool(storetest_postgres_url)
         takers = await asyncpg.create_pool(
-            storetest_postgres_url, min_size=1, max_size=1, server_settings={"application_name": name}
+            storetest_postgres_url,
+            min_size=1,
+            max_size=1,
+            server_settings={"application_name": name, "default_transaction_isolation": isolation},
         )
         older = await asyncpg.connect(storetest_postgres_url)
         try:
@@ -379,6 +384,34 @@ def test_a_take_waits_for_an_add_under_way(storetest_postgres_url: str) -> None:
             await pool.close()
 
     assert run(main) == (["older", "newer"], [])
+
+
+def test_an_application_transaction_on_the_connection_is_refused_not_committed(
+    storetest_postgres_url: str,
+) -> None:
+    """A "pool" handing the store a connection inside the application's transaction:
+    the store refuses before sending anything, rather than let its COMMIT commit the
+    application's work."""
+    session = _session()
+
+    async def main() -> tuple[str, int, bool]:
+        conn = await asyncpg.connect(storetest_postgres_url)
+        try:
+            await conn.execute("CREATE TEMP TABLE app_work (x int)")
+            app = conn.transaction()
+            await app.start()
+            await conn.execute("INSERT INTO app_work VALUES (1)")
+            store = PostgresStore(_OneConnection(conn))
+            with pytest.raises(StoreError) as info:
+                await store.add_steer(session, "x")
+            await app.rollback()
+            return str(info.value), await conn.fetchval("SELECT count(*) FROM app_work"), conn.is_in_transaction()
+        finally:
+            await conn.close()
+
+    message, rows, still_open = run(main)
+    assert message.startswith(f"add_steer to session {session!r} failed: the connection is inside a transaction")
+    assert rows == 0 and not still_open
 
 
 # Round trips ------------------------------------------------------------------------
