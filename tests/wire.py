@@ -18,44 +18,30 @@ import socket
 import threading
 from typing import Literal
 
+from tests.relay import Relay, close_all
+
 Protocol = Literal["postgres", "mysql"]
 
 
-class RoundTrips:
+class RoundTrips(Relay):
     """Forwards every connection to ``(host, port)``; :attr:`count` is the number of
     round trips all of them made so far."""
 
     def __init__(self, host: str, port: int, protocol: Protocol) -> None:
-        self._target = (host, port)
         self._protocol = protocol
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._count = 0
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(host, port)
 
     @property
     def count(self) -> int:
         with self._lock:
             return self._count
 
-    def close(self) -> None:
-        self._closed = True
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self._target)
-            for s in (client, server):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            counted_from_server = self._protocol == "postgres"
-            threading.Thread(target=self._pump, args=(client, server, not counted_from_server), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, counted_from_server), daemon=True).start()
+    def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        counted_from_server = self._protocol == "postgres"
+        threading.Thread(target=self._pump, args=(client, server, not counted_from_server), daemon=True).start()
+        threading.Thread(target=self._pump, args=(server, client, counted_from_server), daemon=True).start()
 
     def _pump(self, source: socket.socket, target: socket.socket, counted: bool) -> None:
         reader = _Frames(self._protocol) if counted else None
@@ -67,12 +53,7 @@ class RoundTrips:
                 target.sendall(data)
         except OSError:
             pass
-        for s in (source, target):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
+        close_all(source, target)
 
 
 class _Frames:

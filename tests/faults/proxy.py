@@ -8,32 +8,28 @@ from __future__ import annotations
 import socket
 import threading
 
-#: asyncpg's COMMIT (a simple query). pymysql's: the COM_QUERY byte, then the text;
-#: the command byte keeps "READ COMMITTED" in SET TRANSACTION from matching.
+from tests.relay import Relay, close_all
+
+#: The Postgres store's COMMIT (a simple query; "READ COMMITTED;" in its BEGIN does not
+#: match). pymysql's: the COM_QUERY byte, then the text; the command byte keeps "READ
+#: COMMITTED" in SET TRANSACTION from matching.
 POSTGRES_COMMIT = b"COMMIT;"
 MYSQL_COMMIT = b"\x03COMMIT"
 
 
-class CuttingProxy:
+class CuttingProxy(Relay):
     """Forwards every connection to ``(host, port)``. After :meth:`cut_after_commit`,
     the next client chunk holding the marker is forwarded, the server's answer is
-    awaited and dropped, and both sides are closed.
-
-    Threads, not asyncio, so it serves a synchronous driver and an event loop alike.
-    """
+    awaited and dropped, and both sides are closed."""
 
     def __init__(self, host: str, port: int) -> None:
-        self._target = (host, port)
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
         self._armed: bytes | None = None
         self._lock = threading.Lock()
         #: Set once a cut has happened: the server has answered the COMMIT.
         self.cut = threading.Event()
         #: How many COMMITs were cut so far.
         self.cuts = 0
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(host, port)
 
     def cut_after_commit(self, marker: bytes) -> None:
         """Cut after the next client chunk holding ``marker``: the driver's COMMIT as
@@ -42,22 +38,10 @@ class CuttingProxy:
         with self._lock:
             self._armed = marker
 
-    def close(self) -> None:
-        self._closed = True
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self._target)
-            for s in (client, server):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            swallow = threading.Event()
-            threading.Thread(target=self._up, args=(client, server, swallow), daemon=True).start()
-            threading.Thread(target=self._down, args=(server, client, swallow), daemon=True).start()
+    def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        swallow = threading.Event()
+        threading.Thread(target=self._up, args=(client, server, swallow), daemon=True).start()
+        threading.Thread(target=self._down, args=(server, client, swallow), daemon=True).start()
 
     def _up(self, client: socket.socket, server: socket.socket, swallow: threading.Event) -> None:
         try:
@@ -70,7 +54,7 @@ class CuttingProxy:
                 server.sendall(data)
         except OSError:
             pass
-        _close(client, server)
+        close_all(client, server)
 
     def _down(self, server: socket.socket, client: socket.socket, swallow: threading.Event) -> None:
         try:
@@ -83,13 +67,5 @@ class CuttingProxy:
                 client.sendall(data)
         except OSError:
             pass
-        _close(client, server)
+        close_all(client, server)
 
-
-def _close(*sockets: socket.socket) -> None:
-    for s in sockets:
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        s.close()

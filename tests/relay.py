@@ -1,0 +1,51 @@
+"""A TCP relay in front of a real database server, the base of the tests' proxies:
+``tests/faults/proxy.py`` (cuts a connection after COMMIT) and ``tests/wire.py``
+(counts round trips). Threads, not asyncio, so it serves a synchronous driver and an
+event loop alike."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class Relay:
+    """Listens on :attr:`port`, on loopback; every connection accepted is paired with a
+    new one to ``(host, port)``, and :meth:`_relay` starts what forwards between them.
+    A subclass sets up its own state before calling ``__init__``, which starts
+    accepting."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._target = (host, port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._target)
+            for s in (client, server):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._relay(client, server)
+
+    def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        raise NotImplementedError
+
+
+def close_all(*sockets: socket.socket) -> None:
+    """Shut down and close every socket, ignoring the ones already gone."""
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        s.close()
