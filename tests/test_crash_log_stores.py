@@ -2,6 +2,10 @@
 ``STORETEST_LOG_KILLS`` times (default 200) per store, and after every kill the log
 holds every acknowledged batch, no batch in part, and the next append works.
 
+Every ``KILLS_PER_LOG`` kills the appender moves on to a new session, so that a check
+after a kill reads a log of at most that many kills' batches (a fresh SQLite handle
+reads the whole log) and the run's cost grows with the kills, not with their square.
+
 The parent has imported everything, so each appender is a plain ``os.fork()`` (the
 JSONL child even inherits the parent's up-to-date index; the SQLite child opens its own
 connection, as SQLite requires after a fork). A child appends batches of 1-24 entries
@@ -38,6 +42,7 @@ from storetest.contract import Message
 from storetest.entries import Entry
 
 KILLS = int(os.environ.get("STORETEST_LOG_KILLS", "200"))
+KILLS_PER_LOG = 20
 SESSION = "crash/test ☃"
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -52,14 +57,14 @@ def _batch(number: int, rng: random.Random) -> list[Entry]:
     return out
 
 
-def _appender(open_store: Callable[[], Any], first: int, seed: int, ack: int) -> None:
-    """The child: append batches numbered from ``first`` until killed."""
+def _appender(open_store: Callable[[], Any], session: str, first: int, seed: int, ack: int) -> None:
+    """The child: append batches numbered from ``first`` to ``session`` until killed."""
     try:
         store = open_store()
         rng = random.Random(seed)
         number = first
         while True:
-            store.append(SESSION, _batch(number, rng))
+            store.append(session, _batch(number, rng))
             os.write(ack, f"{number}\n".encode())
             number += 1
     finally:
@@ -85,18 +90,24 @@ def _judge(entries: list[Entry], acked: set[int]) -> tuple[Counter[str], set[int
 
 
 def _kill_loop(open_child_store: Callable[[], Any], checker: Callable[[], Any], tmp_path: Path,
-               torn_tail: Callable[[], bool] | None = None, close_checker: bool = False,
-               most_ms: float = 25) -> Counter[str]:
+               torn_tail: Callable[[str], bool] | None = None, close_checker: bool = False,
+               most_ms: float = 25) -> tuple[Counter[str], str]:
+    """Kill an appender ``KILLS`` times; the figures, and the session of the last log."""
     rng = random.Random(int(os.environ.get("STORETEST_LOG_KILL_SEED", "13")))
     figures: Counter[str] = Counter()
+    in_flight: dict[str, int] = {}
     acked: set[int] = set()
     first = 0
+    session = SESSION
     for kill in range(KILLS):
+        if kill % KILLS_PER_LOG == 0:
+            session = f"{SESSION} {kill // KILLS_PER_LOG}"
+            acked = set()
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read)
-            _appender(open_child_store, first, rng.randrange(2**32), write)
+            _appender(open_child_store, session, first, rng.randrange(2**32), write)
         os.close(write)
         time.sleep(rng.uniform(0, most_ms / 1000))
         os.kill(pid, signal.SIGKILL)
@@ -107,21 +118,23 @@ def _kill_loop(open_child_store: Callable[[], Any], checker: Callable[[], Any], 
         figures["kills"] += 1
         figures["batches acknowledged"] += len(numbers)
         if torn_tail is not None:
-            figures["torn tails seen after a kill"] += torn_tail()
+            figures["torn tails seen after a kill"] += torn_tail(session)
         store = checker()
-        problems, whole = _judge(store.entries(SESSION), acked)
+        problems, whole = _judge(store.entries(session), acked)
         figures.update(problems)
-        figures["batches whole but never acknowledged (in flight)"] = len(whole - acked)
+        in_flight[session] = len(whole - acked)
         first = max([first - 1, *whole, *numbers]) + 1
         # The next append works (and cuts off any torn tail first).
         mine = [Entry.message(f"parent-{kill}", None, T0, Message.text("user", "after the kill"))]
-        store.append(SESSION, mine)
-        if store.entries(SESSION)[-1:] != mine:
+        store.append(session, mine)
+        after = store.entries(session)
+        if after[-1:] != mine:
             figures["appends after a kill that failed"] += 1
-        figures["entries in the log"] = len(store.entries(SESSION))
+        figures["entries in the last log"] = len(after)
         if close_checker:
             store.close()  # a SQLite connection must not cross a fork
-    return figures
+    figures["batches whole but never acknowledged (in flight)"] = sum(in_flight.values())
+    return figures, session
 
 
 def _report(name: str, figures: Counter[str]) -> None:
@@ -136,22 +149,22 @@ def test_sigkill_of_a_jsonl_appender(tmp_path: Path, fsync: bool) -> None:
     """Kills inside a batch's ``write`` leave whole lines of half a batch: the ``more``
     marks leave them out, and the next append cuts them off."""
     store = JsonlLogStore(tmp_path / "sessions", fsync=fsync)
-    path = session_path(store.directory, SESSION)
 
-    def torn() -> bool:
+    def torn(session: str) -> bool:
+        path = session_path(store.directory, session)
         data = path.read_bytes() if path.exists() else b""
         # Whole batches end in a line without "more"; anything after the last is torn.
         last = data.rstrip(b"\n").rsplit(b"\n", 1)[-1] if data else b""
         return bool(data) and (not data.endswith(b"\n") or b'"more":true' in last)
 
-    figures = _kill_loop(lambda: store, lambda: store, tmp_path, torn)
-    assert len(JsonlLogStore(store.directory).entries(SESSION)) == figures["entries in the log"]
+    figures, last = _kill_loop(lambda: store, lambda: store, tmp_path, torn)
+    assert len(JsonlLogStore(store.directory).entries(last)) == figures["entries in the last log"]
     _report(f"jsonl ({'fsync' if fsync else 'no fsync'})", figures)
 
 
 def test_sigkill_of_a_sqlite_appender(tmp_path: Path) -> None:
     db = tmp_path / "logs.db"
     SQLiteLogStore(db).close()
-    figures = _kill_loop(lambda: SQLiteLogStore(db), lambda: SQLiteLogStore(db), tmp_path, close_checker=True,
-                         most_ms=80)
+    figures, _ = _kill_loop(lambda: SQLiteLogStore(db), lambda: SQLiteLogStore(db), tmp_path, close_checker=True,
+                            most_ms=80)
     _report("sqlite", figures)
