@@ -5,7 +5,11 @@
     with databases.throwaway("postgres") as url:   # postgresql://...
         ...                                         # a database nobody else uses
 
-Each backend (``postgres``, ``mysql``, ``mongodb``) is tried in this order:
+    with databases.throwaway("redis") as (url, prefix):   # redis://..., storetest:<hex>:
+        ...                                               # write only keys under prefix
+
+Each backend (``postgres``, ``mysql``, ``mongodb``, ``redis``, ``redis-cluster``) is
+tried in this order:
 
 1. ``STORETEST_<BACKEND>_URL`` names a server: a database is created in it and
    dropped afterwards;
@@ -14,10 +18,17 @@ Each backend (``postgres``, ``mysql``, ``mongodb``) is tried in this order:
    (under pytest, one per test run, shared by xdist workers);
 4. otherwise :class:`Unavailable` is raised, naming the three ways to get one.
 
-Under pytest the plugin's fixtures ``storetest_postgres_url``, ``storetest_mysql_url``
-and ``storetest_mongodb_url`` do this per test run, and ``STORETEST_REQUIRE`` turns
-"unavailable" into a failure; :func:`storetest.check` uses :func:`throwaway` for a
-factory that asks for those names. Importing this module loads no driver.
+Redis has no ``CREATE DATABASE``: a Redis throwaway is a server (or a cluster node's
+URL) and a key prefix of the caller's own (:class:`RedisTarget`); afterwards the keys
+under that prefix are deleted, and a server storetest did not start is never flushed.
+A cluster has no Docker rung: it is three masters from the local ``redis-server``.
+
+Under pytest the plugin's fixtures ``storetest_postgres_url``, ``storetest_mysql_url``,
+``storetest_mongodb_url``, ``storetest_redis_url`` and ``storetest_redis_cluster_url``
+(with ``storetest_redis_prefix``, one prefix for both) do this per test run, and
+``STORETEST_REQUIRE`` turns "unavailable" into a failure (``redis`` requires the server
+and the cluster); :func:`storetest.check` supplies the same names. Importing this module
+loads no driver.
 """
 
 from __future__ import annotations
@@ -25,44 +36,80 @@ from __future__ import annotations
 import importlib
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from storetest._databases import BACKENDS, TestRun, Unavailable, required_backends, stop_local_servers
+from storetest._databases.redis import RedisTarget, new_prefix
 
-__all__ = ["BACKENDS", "Unavailable", "mysql_connection", "provision", "required_backends", "throwaway"]
+__all__ = [
+    "BACKENDS",
+    "RedisTarget",
+    "Unavailable",
+    "mysql_connection",
+    "new_prefix",
+    "provision",
+    "required_backends",
+    "throwaway",
+]
+
+_REDIS = ("redis", "redis-cluster")
 
 
-def provision(backend: str, private_dir: Path, shared_dir: Path) -> Iterator[str]:
+def provision(backend: str, private_dir: Path, shared_dir: Path, *, prefix: str | None = None) -> Iterator[str]:
     """The provisioning generator behind :func:`throwaway`: yields a database URL, and
-    drops the database when resumed. Local servers are registered under
+    drops the database when resumed (for ``redis`` and ``redis-cluster``: deletes the
+    keys under ``prefix``, a fresh one when ``None``). Local servers are registered under
     ``shared_dir`` (stop them with ``stop_local_servers(shared_dir)``).
 
-    :raises ValueError: unknown backend.
+    :raises ValueError: unknown backend, or a ``prefix`` for a backend that has databases.
     :raises Unavailable: no way to get this backend here.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    run = TestRun(private_dir=private_dir, shared_dir=shared_dir)
+    if backend in _REDIS:
+        from storetest._databases import redis
+
+        return (redis.provision_cluster if backend == "redis-cluster" else redis.provision)(run, prefix)
+    if prefix is not None:
+        raise ValueError(f"prefix= is for the Redis backends; {backend} gets a database of its own")
     module = importlib.import_module(f"storetest._databases.{backend}")
-    return module.provision(TestRun(private_dir=private_dir, shared_dir=shared_dir))  # type: ignore[no-any-return]
+    return module.provision(run)  # type: ignore[no-any-return]
 
 
-@contextmanager
-def throwaway(backend: str) -> Iterator[str]:
-    """A fresh database of ``backend`` for the duration of the ``with`` block: its URL.
-    Any server started for it is stopped afterwards.
+@overload
+def throwaway(
+    backend: Literal["redis", "redis-cluster"], *, prefix: str | None = None
+) -> AbstractContextManager[RedisTarget]: ...
+@overload
+def throwaway(backend: Literal["postgres", "mysql", "mongodb"]) -> AbstractContextManager[str]: ...
+@overload
+def throwaway(backend: str, *, prefix: str | None = None) -> AbstractContextManager[Any]: ...
+def throwaway(backend: str, *, prefix: str | None = None) -> AbstractContextManager[Any]:
+    """A fresh database of ``backend`` for the duration of the ``with`` block: its URL;
+    for ``redis`` and ``redis-cluster`` a :class:`RedisTarget`, the URL and the key
+    prefix (``prefix``, or a fresh one) whose keys are deleted afterwards. Any server
+    started for it is stopped afterwards.
 
     :raises ValueError: unknown backend.
     :raises Unavailable: no way to get this backend here (the message says how).
     """
+    if backend in _REDIS:
+        prefix = prefix or new_prefix()
+    return _throwaway(backend, prefix)
+
+
+@contextmanager
+def _throwaway(backend: str, prefix: str | None) -> Iterator[Any]:
     with tempfile.TemporaryDirectory(prefix=f"storetest-{backend}-") as directory:
         root = Path(directory)
         try:
-            generator = provision(backend, root / "private", root / "shared")
+            generator = provision(backend, root / "private", root / "shared", prefix=prefix)
             url = next(generator)
             try:
-                yield url
+                yield url if prefix is None else RedisTarget(url, prefix)
             finally:
                 next(generator, None)  # drops the database
         finally:

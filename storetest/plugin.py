@@ -337,12 +337,12 @@ def _shared_dir(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config)
     return base.parent if hasattr(config, "workerinput") else base
 
 
-def _provide(backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
+def _provide(backend: str, request: pytest.FixtureRequest, prefix: str | None = None) -> Iterator[str]:
     from storetest import databases
 
     factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
     provision = databases.provision(
-        backend, factory.mktemp(f"storetest-{backend}"), _shared_dir(factory, request.config)
+        backend, factory.mktemp(f"storetest-{backend}"), _shared_dir(factory, request.config), prefix=prefix
     )
     try:
         url = next(provision)
@@ -371,6 +371,29 @@ def storetest_mysql_url(request: pytest.FixtureRequest) -> Iterator[str]:
 def storetest_mongodb_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """URL of a throwaway MongoDB database for this test run (dropped afterwards)."""
     yield from _provide("mongodb", request)
+
+
+@pytest.fixture(scope="session")
+def storetest_redis_prefix() -> str:
+    """The key prefix this test run (each xdist worker) writes under, on the throwaway
+    Redis server and cluster alike; its keys are deleted afterwards."""
+    from storetest.databases import new_prefix
+
+    return new_prefix()
+
+
+@pytest.fixture(scope="session")
+def storetest_redis_url(request: pytest.FixtureRequest, storetest_redis_prefix: str) -> Iterator[str]:
+    """URL of a throwaway Redis server for this test run: write only keys under
+    ``storetest_redis_prefix`` (deleted afterwards)."""
+    yield from _provide("redis", request, storetest_redis_prefix)
+
+
+@pytest.fixture(scope="session")
+def storetest_redis_cluster_url(request: pytest.FixtureRequest, storetest_redis_prefix: str) -> Iterator[str]:
+    """URL of a node of a throwaway Redis Cluster for this test run: write only keys
+    under ``storetest_redis_prefix`` (deleted afterwards)."""
+    yield from _provide("redis-cluster", request, storetest_redis_prefix)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

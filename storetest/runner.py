@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from storetest._databases.redis import new_prefix
 from storetest._harness import (
     CAPABILITIES,
     FactoryError,
@@ -54,7 +55,11 @@ _DATABASE_FIXTURES: Final = {
     "storetest_postgres_url": "postgres",
     "storetest_mysql_url": "mysql",
     "storetest_mongodb_url": "mongodb",
+    "storetest_redis_url": "redis",
+    "storetest_redis_cluster_url": "redis-cluster",
 }
+#: Beside the Redis URLs: the key prefix their keys go under (one for both).
+_REDIS_PREFIX: Final = "storetest_redis_prefix"
 
 
 @dataclass(frozen=True)
@@ -173,8 +178,10 @@ def check(
         async function, or a (async) generator that yields the store and tears it
         down after the ``yield``. Its parameters are filled by name from ``fixtures``;
         ``check`` itself supplies ``tmp_path`` (a new directory per clause) and the
-        throwaway-database URLs ``storetest_postgres_url``, ``storetest_mysql_url``
-        and ``storetest_mongodb_url`` (see :mod:`storetest.databases`).
+        throwaway-database URLs ``storetest_postgres_url``, ``storetest_mysql_url``,
+        ``storetest_mongodb_url``, ``storetest_redis_url`` and
+        ``storetest_redis_cluster_url``, with ``storetest_redis_prefix`` (see
+        :mod:`storetest.databases`).
     :param replica: makes a second handle on the same data, for the replica clauses;
         a parameter named ``primary`` receives the store ``factory`` made. Without
         it, those clauses are skipped with a reason that says so.
@@ -426,12 +433,13 @@ class _Supplier:
         self.names = [n for f in factories for n in parameter_names(f) if n != "primary"]
         self.stack = contextlib.ExitStack()
         self.databases: dict[str, str] = {}
+        self.redis_prefix = new_prefix()
         if not callable(given):
             for n in self.names:
-                if n not in (given or {}) and n != "tmp_path" and n not in _DATABASE_FIXTURES:
+                if n not in (given or {}) and n not in ("tmp_path", _REDIS_PREFIX, *_DATABASE_FIXTURES):
                     raise TypeError(
                         f"the factory's parameter {n!r} is not something check() can supply "
-                        f"(it supplies tmp_path, {', '.join(_DATABASE_FIXTURES)}); pass "
+                        f"(it supplies tmp_path, {', '.join(_DATABASE_FIXTURES)}, {_REDIS_PREFIX}); pass "
                         f"fixtures={{{n!r}: ...}}"
                     )
 
@@ -453,6 +461,8 @@ class _Supplier:
                     out[n] = self.given[n]
                 elif n == "tmp_path":
                     out[n] = Path(per_clause.enter_context(tempfile.TemporaryDirectory(prefix="storetest-")))
+                elif n == _REDIS_PREFIX:
+                    out[n] = self.redis_prefix
                 else:
                     out[n] = self._database(_DATABASE_FIXTURES[n])
             yield out
@@ -461,5 +471,10 @@ class _Supplier:
         if backend not in self.databases:
             from storetest import databases
 
-            self.databases[backend] = self.stack.enter_context(databases.throwaway(backend))
+            if backend in ("redis", "redis-cluster"):
+                kind: Literal["redis", "redis-cluster"] = "redis" if backend == "redis" else "redis-cluster"
+                target = databases.throwaway(kind, prefix=self.redis_prefix)
+                self.databases[backend] = self.stack.enter_context(target).url
+            else:
+                self.databases[backend] = self.stack.enter_context(databases.throwaway(backend))
         return self.databases[backend]

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 HEAVY = ("pytest", "hypothesis", "asyncpg", "pymysql", "pymongo", "bson", "mongomock",
-         "testcontainers", "docker", "sqlite3")
+         "testcontainers", "docker", "sqlite3", "redis")
 
 
 def loaded_after(statement: str) -> set[str]:
@@ -29,6 +29,7 @@ def loaded_after(statement: str) -> set[str]:
         ("from storetest import Message, Store, open_session, encode_message", set()),
         ("import storetest.contract, storetest.codec", set()),
         ("import storetest.plugin", {"pytest", "hypothesis"}),
+        ("import storetest.databases", set()),
         ("from storetest import run_conformance", {"pytest", "hypothesis"}),
         ("import reference_stores.memory", set()),
         ("import reference_stores.sqlite", {"sqlite3"}),

@@ -2,7 +2,9 @@
 
 Each backend module (``postgres``, ``mysql``, ``mongodb``) offers
 ``provision(run: TestRun) -> Iterator[str]``, a generator that yields the URL of a
-database nobody else uses and removes it afterwards. It tries, in order:
+database nobody else uses and removes it afterwards (``redis`` offers ``provision``
+and ``provision_cluster``, which take the key prefix that stands in for a database:
+see that module). It tries, in order:
 
 1. ``STORETEST_<BACKEND>_URL`` names a server: make a database in it, drop it after;
 2. a Docker engine answers a ping: start a container with testcontainers;
@@ -43,7 +45,10 @@ __all__ = [
     "wait_until",
 ]
 
-BACKENDS = ("postgres", "mysql", "mongodb")
+BACKENDS = ("postgres", "mysql", "mongodb", "redis", "redis-cluster")
+
+#: A name in ``STORETEST_REQUIRE`` that requires several backends.
+_REQUIRES_TOO = {"redis": {"redis-cluster"}}
 
 
 class Unavailable(Exception):
@@ -62,7 +67,8 @@ class TestRun:
 
 
 def required_backends() -> set[str]:
-    """Backends named in ``STORETEST_REQUIRE`` (comma separated); ``all`` means every one."""
+    """Backends named in ``STORETEST_REQUIRE`` (comma separated); ``all`` means every one,
+    ``redis`` both the server and the cluster."""
     raw = os.environ.get("STORETEST_REQUIRE", "")
     names = {n.strip().lower() for n in raw.split(",") if n.strip()}
     if "all" in names:
@@ -73,11 +79,12 @@ def required_backends() -> set[str]:
             f"STORETEST_REQUIRE names unknown backends {sorted(unknown)}; "
             f"valid: {', '.join(BACKENDS)}, all"
         )
-    return names
+    return names.union(*(_REQUIRES_TOO.get(n, set()) for n in names))
 
 
 def url_from_env(backend: str) -> str | None:
-    return os.environ.get(f"STORETEST_{backend.upper()}_URL") or None
+    """``STORETEST_<BACKEND>_URL`` (``redis-cluster``: ``STORETEST_REDIS_CLUSTER_URL``), or ``None``."""
+    return os.environ.get(f"STORETEST_{backend.upper().replace('-', '_')}_URL") or None
 
 
 def docker_engine_answers(timeout: float = 3.0) -> bool:
@@ -112,13 +119,15 @@ def wait_until(ready: Callable[[], bool], *, timeout: float, what: str) -> None:
 
 @dataclass(frozen=True)
 class LocalServer:
-    """A server process started from local binaries, registered for the whole test run."""
+    """A server process started from local binaries, registered for the whole test run
+    (a cluster: its first node's pid, and the other nodes' in ``more_pids``)."""
 
     backend: str
     url: str
     pid: int
     directory: str
     stop_signal: int = signal.SIGTERM
+    more_pids: tuple[int, ...] = ()
 
 
 def _registry(shared_dir: Path) -> Path:
@@ -149,9 +158,12 @@ def shared_local_server(
         known = servers.get(backend)
         if known is not None:
             server = LocalServer(**known)  # type: ignore[arg-type]
-            if _alive(server.pid):
+            if all(_alive(pid) for pid in (server.pid, *server.more_pids)):
                 return server
-            # It died mid-run: start another rather than hand out a dead URL.
+            # It died mid-run: start another rather than hand out a dead URL (and stop
+            # what is left of a cluster whose node died).
+            for pid in (server.pid, *server.more_pids):
+                _stop_process(pid, server.stop_signal)
             shutil.rmtree(server.directory, ignore_errors=True)
         server = start(run.shared_dir / f"{backend}-server")
         servers[backend] = server.__dict__.copy()
@@ -169,10 +181,11 @@ def stop_local_servers(shared_dir: Path) -> list[str]:
     with _locked(shared_dir) as servers:
         for backend, raw in list(servers.items()):
             server = LocalServer(**raw)  # type: ignore[arg-type]
-            try:
-                _stop_process(server.pid, server.stop_signal)
-            except Exception as exc:
-                problems.append(f"could not stop the local {backend} server (pid {server.pid}): {exc}")
+            for pid in (server.pid, *server.more_pids):
+                try:
+                    _stop_process(pid, server.stop_signal)
+                except Exception as exc:
+                    problems.append(f"could not stop the local {backend} server (pid {pid}): {exc}")
             shutil.rmtree(server.directory, ignore_errors=True)
             del servers[backend]
     return problems
