@@ -166,7 +166,7 @@ class SavePlan:
     transaction retried after a deadlock calls :meth:`start` again.
     """
 
-    __slots__ = ("_known", "_prefix", "changed", "delete", "digests", "fetch_from", "keep", "new", "rows")
+    __slots__ = ("_encoded", "_known", "_prefix", "changed", "delete", "digests", "fetch_from", "keep", "new", "rows")
 
     def __init__(self, new: Sequence[Message], known: Known | None, prefix: int) -> None:
         self.new = new
@@ -186,6 +186,10 @@ class SavePlan:
         self.changed = False
         #: The chain digests of all of ``new``, concatenated.
         self.digests = b""
+        #: ``(keep, bodies, digests)`` of the tail last encoded: a plan started again
+        #: (a retried transaction, a version that moved) that keeps as many rows
+        #: encodes nothing twice.
+        self._encoded: tuple[int, list[str], bytes] | None = None
 
     def start(self, stored_version: int | None) -> None:
         """Take the session's stored version, read under its lock (``None`` or ``0``:
@@ -239,9 +243,12 @@ class SavePlan:
         self.fetch_from = None
         known = self._known
         prefix_digests = known.digests[: keep * DIGEST_SIZE] if known is not None else b""
-        new = self.new
-        bodies = [encode_message(m) for m in new[keep:]]
-        tail_digests = chain_digests(prefix_digests[-DIGEST_SIZE:], bodies)
+        if self._encoded is not None and self._encoded[0] == keep:
+            bodies, tail_digests = self._encoded[1], self._encoded[2]
+        else:
+            bodies = [encode_message(m) for m in self.new[keep:]]
+            tail_digests = chain_digests(prefix_digests[-DIGEST_SIZE:], bodies)
+            self._encoded = (keep, bodies, tail_digests)
         # Rows another handle wrote may equal the new tail (two handles saving the same
         # growing transcript): keep those too.
         matched = 0

@@ -58,11 +58,14 @@ __all__ = ["DEFAULT_PREFIX", "RedisStore", "session_key"]
 DEFAULT_PREFIX: Final = "storetest:"
 
 # KEYS: version, digests, messages. ARGV: the version planned for, rows kept, delete
-# after them (1/0), raise the version (1/0), the new rows' digests, their bodies.
-# Returns {1, version} once done, or {0, stored version} without writing anything.
+# after them (1/0), raise the version (1/0), where to send digests from if the version
+# is not the one planned for, the new rows' digests, their bodies. Returns {1, version}
+# once done, or {0, stored version, stored digests from there on} having written nothing.
 _SAVE: Final = """
 local v = tonumber(redis.call('GET', KEYS[1]) or '0')
-if v ~= tonumber(ARGV[1]) then return {0, v} end
+if v ~= tonumber(ARGV[1]) then
+  return {0, v, redis.call('GETRANGE', KEYS[2], tonumber(ARGV[5]) * 32, -1)}
+end
 local keep = tonumber(ARGV[2])
 if ARGV[3] == '1' then
   if keep == 0 then
@@ -73,9 +76,9 @@ if ARGV[3] == '1' then
   end
 end
 local n = #ARGV
-if n > 5 then
-  redis.call('APPEND', KEYS[2], ARGV[5])
-  for i = 6, n, 1000 do
+if n > 6 then
+  redis.call('APPEND', KEYS[2], ARGV[6])
+  for i = 7, n, 1000 do
     redis.call('RPUSH', KEYS[3], unpack(ARGV, i, math.min(i + 999, n)))
   end
 end
@@ -103,6 +106,11 @@ return taken
 # The replies to a command that may have run are lost with these.
 _LOST: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError, TimeoutError)
 _BACKEND_ERRORS: Final = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError, TimeoutError)
+
+
+def _rows(start: int, blob: bytes) -> list[tuple[int, bytes]]:
+    """``(position, digest)`` rows from concatenated digests beginning at ``start``."""
+    return [(start + i, blob[o : o + DIGEST_SIZE]) for i, o in enumerate(range(0, len(blob), DIGEST_SIZE))]
 
 
 def session_key(prefix: str, session: str, kind: str) -> bytes:
@@ -164,30 +172,36 @@ class RedisStore:
         keys = self._keys(session, "v", "d", "m")
         plan = self._remembered.prepare(keys[0], messages)
         known = self._remembered.get(keys[0])
-        # Plan for the version this handle knows (none: a new session); the script
-        # refuses if another handle wrote since, and says what the version is.
+        # Plan for the version this handle knows (none: a new session). The script
+        # refuses if another handle wrote since, and sends the stored version and the
+        # digests the plan will ask for then: those from the row before the prefix.
         version = known.version if known is not None else 0
+        stored: tuple[int, int, bytes] | None = None
         try:
             while True:
                 plan.start(version)
                 while plan.fetch_from is not None:
                     start = plan.fetch_from
-                    stored, blob = await self._digests(keys=keys[:2], args=[start])
-                    if int(stored) != version:
-                        break  # written again in between: plan for the newer version
-                    plan.resolve(
-                        [(start + i, blob[o : o + DIGEST_SIZE]) for i, o in enumerate(range(0, len(blob), DIGEST_SIZE))]
-                    )
+                    if stored is not None and stored[1] == start:
+                        blob = stored[2]
+                    else:
+                        found, blob = await self._digests(keys=keys[:2], args=[start])
+                        if int(found) != version:
+                            break  # written again in between: plan for the newer version
+                    plan.resolve(_rows(start, blob))
+                    stored = None
                 if plan.fetch_from is not None:
-                    version = int(stored)
+                    version, stored = int(found), None
                     continue
-                args: list[Any] = [version, plan.keep, int(plan.delete), int(plan.changed)]
+                hint = max(plan.keep - 1, 0)
+                args: list[Any] = [version, plan.keep, int(plan.delete), int(plan.changed), hint]
                 if plan.rows:
                     args.append(b"".join(row[1] for row in plan.rows))
                     args.extend(row[2].encode("utf-8") for row in plan.rows)
-                done, version = await self._save(keys=keys, args=args)
+                done, version, *rest = await self._save(keys=keys, args=args)
                 if done:
                     break
+                stored = (version, hint, rest[0])
         except BaseException as exc:
             self._remembered.forget(keys[0])
             if isinstance(exc, _LOST):

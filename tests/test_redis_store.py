@@ -1,0 +1,190 @@
+"""The Redis store's own promises, beyond the conformance suite: what it refuses at
+construction, keys that keep a session in one hash slot whatever its id, a take, a
+read and a last writer's save in one round trip each, and saves that encode only what
+changed across two handles on a cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+from redis.asyncio import Redis, RedisCluster  # noqa: E402
+from redis.backoff import NoBackoff  # noqa: E402
+from redis.cluster import key_slot  # noqa: E402
+from redis.retry import Retry  # noqa: E402
+
+from reference_stores.redis import RedisStore, session_key  # noqa: E402
+from storetest import StoreError  # noqa: E402
+from storetest._databases import LocalServer, redis as redis_databases  # noqa: E402
+from storetest.contract import Message  # noqa: E402
+from tests.test_incremental import Counted, conversation  # noqa: E402
+
+ODD_IDS = ["x", "x:messages", "}x", "{a}", "a{b}c", "{", "}", "{}", "%7D", "%", "X", "x ", "é", "e\u0301", "a\x00b"]
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
+    return Counted(monkeypatch)
+
+
+@pytest.fixture
+def private_server(tmp_path: Path) -> Iterator[LocalServer]:
+    """A server of this test's own, so counted commands are this test's only."""
+    if redis_databases.find_redis_server() is None:
+        pytest.skip("redis-server is not installed here")
+    server = redis_databases.start_server(tmp_path / "server")
+    try:
+        yield server
+    finally:
+        try:
+            os.kill(server.pid, signal.SIGTERM)
+            os.waitpid(server.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass  # the test killed it
+
+
+def run(work: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(work())  # type: ignore[arg-type]
+
+
+def test_a_url_is_refused_naming_the_fix() -> None:
+    with pytest.raises(TypeError, match=r"not a URL: pass redis.asyncio.Redis.from_url\(url\)"):
+        RedisStore("redis://127.0.0.1:6379/0")
+
+
+def test_a_synchronous_client_is_refused() -> None:
+    with pytest.raises(TypeError, match="synchronous: make it with redis.asyncio"):
+        RedisStore(redis.Redis())
+
+
+def test_a_decoding_client_is_refused() -> None:
+    with pytest.raises(ValueError, match="decode_responses=True"):
+        RedisStore(Redis(decode_responses=True))
+
+
+def test_a_prefix_with_a_brace_is_refused() -> None:
+    with pytest.raises(ValueError, match="hash tag must be the session id"):
+        RedisStore(Redis(), prefix="app:{tenant}:")
+
+
+def test_every_key_of_a_session_is_in_one_slot_and_no_two_sessions_share_a_key() -> None:
+    seen: dict[bytes, str] = {}
+    for session in ODD_IDS:
+        keys = [session_key("app:", session, kind) for kind in "vdms"]
+        assert len({key_slot(k) for k in keys}) == 1, (session, keys)
+        for key in keys:
+            assert key not in seen, f"{session!r} and {seen[key]!r} share the key {key!r}"
+            seen[key] = session
+
+
+async def _cluster_store(url: str, prefix: str) -> AsyncIterator[RedisStore]:
+    client = RedisCluster.from_url(url)
+    try:
+        yield RedisStore(client, prefix=prefix)
+    finally:
+        await client.aclose()
+
+
+def test_odd_ids_are_sessions_of_their_own_on_the_cluster(
+    storetest_redis_cluster_url: str, storetest_redis_prefix: str
+) -> None:
+    async def main() -> None:
+        async for store in _cluster_store(storetest_redis_cluster_url, storetest_redis_prefix + "odd:"):
+            for session in ODD_IDS:
+                await store.save(session, [Message.text("user", session)])
+                await store.add_steer(session, f"steer {session}")
+            for session in ODD_IDS:
+                assert await store.messages(session) == [Message.text("user", session)], session
+                assert await store.take_steers(session) == [f"steer {session}"], session
+
+    run(main)
+
+
+def test_a_take_a_read_and_a_last_writers_save_are_one_round_trip_each(private_server: LocalServer) -> None:
+    async def main() -> None:
+        client = Redis.from_url(private_server.url)
+        store = RedisStore(client)
+        conv = conversation(30)
+        # Warm up: each script is loaded once per server (NOSCRIPT, then SCRIPT LOAD).
+        await store.save("warm", conv[:1])
+        await store.messages("warm")
+        await store.take_steers("warm")
+        await store.save("s", conv[:10])
+        await store.add_steer("s", "one")
+        await store.add_steer("s", "two")
+        # Every command the client sends is one request and one reply.
+        sent: list[str] = []
+        execute = client.execute_command
+
+        async def counting(*args: Any, **options: Any) -> Any:
+            sent.append(str(args[0]))
+            return await execute(*args, **options)
+
+        client.execute_command = counting  # type: ignore[method-assign]
+
+        async def commands(work: Awaitable[Any]) -> list[str]:
+            sent.clear()
+            await work
+            return list(sent)
+
+        assert await commands(store.take_steers("s")) == ["EVALSHA"]
+        assert await commands(store.take_steers("s")) == ["EVALSHA"]  # empty
+        assert await commands(store.save("s", conv[:11])) == ["EVALSHA"]
+        assert await commands(store.messages("s")) == ["EVALSHA"]
+        assert await commands(store.add_steer("s", "three")) == ["RPUSH"]
+        # Another handle wrote: its save is refused once, with the digests it needs.
+        other = RedisStore(client)
+        await other.messages("s")
+        await store.save("s", conv[:12])
+        assert await commands(other.save("s", conv[:13])) == ["EVALSHA", "EVALSHA"]
+        assert await store.messages("s") == conv[:13]
+        await client.aclose()
+
+    run(main)
+
+
+def test_two_alternating_cluster_handles_encode_only_what_changed(
+    storetest_redis_cluster_url: str, storetest_redis_prefix: str, counted: Counted
+) -> None:
+    async def main() -> None:
+        one = RedisCluster.from_url(storetest_redis_cluster_url)
+        two = RedisCluster.from_url(storetest_redis_cluster_url)
+        prefix = storetest_redis_prefix + "alternate:"
+        a, b = RedisStore(one, prefix=prefix), RedisStore(two, prefix=prefix)
+        conv = conversation(160)
+        await a.save("s", conv[:100])
+        await b.messages("s")
+        for n in range(101, 160):
+            counted.reset()
+            await (a if n % 2 else b).save("s", conv[:n])
+            assert (counted.encoded, counted.hashed) <= (2, 2), (n, counted.encoded, counted.hashed)
+        await b.save("s", conv[:50])  # a shrink, then an edit inside the prefix
+        edited = [*conv[:20], Message.text("user", "edited"), *conv[21:50]]
+        await a.save("s", edited)
+        assert await b.messages("s") == edited == await RedisStore(one, prefix=prefix).messages("s")
+        await one.aclose()
+        await two.aclose()
+
+    run(main)
+
+
+def test_a_server_that_is_gone_is_a_store_error_naming_the_session(private_server: LocalServer) -> None:
+    async def main() -> None:
+        client = Redis.from_url(private_server.url, retry=Retry(NoBackoff(), 0))
+        store = RedisStore(client)
+        await store.save("s", conversation(2))
+        os.kill(private_server.pid, signal.SIGKILL)
+        os.waitpid(private_server.pid, 0)
+        with pytest.raises(StoreError, match="read of session 's' failed"):
+            await store.messages("s")
+        await client.aclose()
+
+    run(main)
