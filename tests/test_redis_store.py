@@ -23,7 +23,8 @@ from redis.retry import Retry  # noqa: E402
 
 from reference_stores.redis import RedisStore, session_key  # noqa: E402
 from storetest import StoreError  # noqa: E402
-from storetest._databases import LocalServer, redis as redis_databases  # noqa: E402
+from storetest._databases import LocalServer  # noqa: E402
+from storetest._databases import redis as redis_databases  # noqa: E402
 from storetest.contract import Message  # noqa: E402
 from tests.test_incremental import Counted, conversation  # noqa: E402
 
@@ -61,7 +62,7 @@ def test_a_url_is_refused_naming_the_fix() -> None:
 
 
 def test_a_synchronous_client_is_refused() -> None:
-    with pytest.raises(TypeError, match="synchronous: make it with redis.asyncio"):
+    with pytest.raises(TypeError, match=r"synchronous: make it with redis\.asyncio"):
         RedisStore(redis.Redis())
 
 
