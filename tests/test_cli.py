@@ -42,9 +42,9 @@ def test_default_checks_sqlite_and_prints_the_report(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(CLAUSES)
     claimed = len([c for c in CLAUSES if "log" not in c.needs])  # SQLite keeps no entry log
-    assert f"sqlite: {n} clauses: {claimed} passed, 0 failed, {n - claimed} not claimed" in result.stdout
+    assert f"SQLiteStore: {n} clauses: {claimed} passed, 0 failed, {n - claimed} not claimed" in result.stdout
     data = json.loads(report.read_text())
-    assert {row["outcome"] for row in data["runs"][0]["clauses"]} == {"passed", "not claimed"}
+    assert {row["outcome"] for row in data["runs"][0]["results"]} == {"passed", "not claimed"}
 
 
 def test_a_broken_third_party_store_fails_with_its_diagnosis(tmp_path: Path) -> None:
@@ -85,7 +85,7 @@ def test_the_printed_replay_command_reproduces_the_failure(tmp_path: Path) -> No
     assert again.returncode == 1, again.stdout + again.stderr
 
     def violations(name: str) -> list[dict[str, str]]:
-        (row,) = json.loads((tmp_path / name).read_text())["runs"][0]["clauses"]
+        (row,) = json.loads((tmp_path / name).read_text())["runs"][0]["results"]
         return row["violations"]  # type: ignore[no-any-return]
 
     assert violations("first.json") == violations("again.json")
@@ -120,7 +120,7 @@ def test_exit_codes_and_help(tmp_path: Path) -> None:
     (tmp_path / "thirdparty.py").write_text(BROKEN_MODULE)
     assert check("-k", "unknown_session", "-q", cwd=tmp_path).returncode == 0
     assert check("thirdparty:make_store", "-k", "in_order", "-q", cwd=tmp_path).returncode == 1
-    assert check("-k", "no_clause_has_this_name", cwd=tmp_path).returncode == 4
+    assert check("-k", "no_clause_has_this_name", cwd=tmp_path).returncode == 5  # ran nothing, as pytest
     assert check("no_such_module:factory", cwd=tmp_path).returncode == 4
     assert check("--no-such-option", cwd=tmp_path).returncode == 4
     helped = subprocess.run([sys.executable, "-m", "storetest.cli", "--help"], capture_output=True, text=True)
@@ -138,17 +138,18 @@ def test_reports_carry_everything_a_reader_needs(tmp_path: Path) -> None:
         for needed in ("storetest", "hypothesis", "python", "started:", "thirdparty:make_store",
                        "thirdparty:make_replica", "seed", "abc123", f"Not run ({len(CLAUSES) - 2})",
                        "--seed 5 --nonce abc123 --profile fast -k steers_are_taken_in_order_exactly_once",
-                       "sent:", "got:", "Steers come back oldest first", "docs/contract.md#clause-"):
+                       "sent:", "got:", "Steers come back oldest first", "#clause-"):
             assert needed in text, (needed, text[:2000])
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["format"] >= 2
     (run,) = data["runs"]
+    assert data["format"] == 3
     assert run["totals"] == {"passed": 1, "failed": 1, "skipped": 0, "not claimed": 0, "error": 0,
                              "not run": len(CLAUSES) - 2, "clauses": 2}
-    failed = next(c for c in run["clauses"] if c["outcome"] == "failed")
+    failed = next(c for c in run["results"] if c["outcome"] == "failed")
     assert len(failed["violations"]) >= 1 and failed["replay"].startswith("storetest check thirdparty:make_store")
-    assert [c["clause"] for c in run["clauses"]] == [n for n in [c.name for c in CLAUSES]
-                                                      if n in {c["clause"] for c in run["clauses"]}]
+    assert [c["clause"] for c in run["results"]] == [n for n in [c.name for c in CLAUSES]
+                                                      if n in {c["clause"] for c in run["results"]}]
 
 
 def test_the_profile_comes_from_the_environment_too(tmp_path: Path) -> None:
