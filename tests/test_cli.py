@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from storetest.clauses import CLAUSES
 
 BROKEN_MODULE = '''
@@ -159,3 +161,82 @@ def test_the_profile_comes_from_the_environment_too(tmp_path: Path) -> None:
                           env={**os.environ, "STORETEST_PROFILE": "ci"}, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(report.read_text())["runs"][0]["profile"] == "ci"
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-m", "storetest.cli", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == f"storetest {version('storetest')}"
+
+
+HELPER = "from reference_stores.memory import MemoryStore as Store\n"
+BY_PATH = "from helper import Store\n\n\ndef make_store():\n    return Store()\n"
+
+
+def test_a_target_may_be_a_file(tmp_path: Path) -> None:
+    """``path/to/file.py:factory``, ``./file.py:factory`` and ``file.py:factory``, whose
+    neighbours import as they would under ``python path/to/file.py``."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "helper.py").write_text(HELPER)
+    (tmp_path / "sub" / "by_path.py").write_text(BY_PATH)
+    (tmp_path / "helper.py").write_text(HELPER)
+    (tmp_path / "here.py").write_text(BY_PATH)
+    for target in ("sub/by_path.py:make_store", "./here.py:make_store", "here.py:make_store"):
+        done = check(target, "-k", "unknown_session", "-q", cwd=tmp_path)
+        assert done.returncode == 0, (target, done.stdout + done.stderr)
+        assert "MemoryStore: 1 clauses: 1 passed" in done.stdout  # the store's class names the run
+    missing = check("nowhere.py:make_store", cwd=tmp_path)
+    assert missing.returncode == 4 and "no file 'nowhere.py'" in missing.stderr
+
+
+def test_k_takes_pytests_expressions() -> None:
+    from storetest.cli import _selected, _Usage
+
+    names = [c.name for c in CLAUSES]
+    assert _selected("not log and (steers or UNKNOWN)") == [
+        n for n in names if "log" not in n and ("steers" in n or "unknown" in n)]
+    assert _selected("in_order, unknown") == [n for n in names if "in_order" in n or "unknown" in n]
+    assert _selected("log and not (model or replica)") == [
+        n for n in names if "log" in n and "model" not in n and "replica" not in n]
+    assert _selected("nothing_is_called_this") == []
+    for bad in ("and steers", "steers or", "(steers", "steers)", "not"):
+        with pytest.raises(_Usage):
+            _selected(bad)
+
+
+TRANSCRIPT_ONLY = '''
+class Transcripts:
+    def __init__(self):
+        self.data = {}
+
+    def save(self, session, messages):
+        self.data[session] = list(messages)
+
+    def messages(self, session):
+        return list(self.data.get(session, []))
+
+
+def make_store():
+    return Transcripts()
+
+
+def needs_a_connection(connection):
+    return Transcripts()
+'''
+
+
+def test_a_selection_that_runs_nothing_exits_5(tmp_path: Path) -> None:
+    (tmp_path / "transcripts.py").write_text(TRANSCRIPT_ONLY)
+    done = check("transcripts:make_store", "-k", "log and not replica", "-q", cwd=tmp_path)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "claims none of the" in done.stderr
+    assert check("transcripts:make_store", "-k", "nothing_is_called_this", cwd=tmp_path).returncode == 5
+
+
+def test_advice_for_a_parameter_is_advice_the_command_line_can_follow(tmp_path: Path) -> None:
+    (tmp_path / "transcripts.py").write_text(TRANSCRIPT_ONLY)
+    done = check("transcripts:needs_a_connection", cwd=tmp_path)
+    assert done.returncode == 4
+    assert "parameter 'connection'" in done.stderr and "give it a default" in done.stderr
+    assert "fixtures=" not in done.stderr
