@@ -52,7 +52,8 @@ from storetest.contract import (
 if TYPE_CHECKING:
     from storetest.failures import ConformanceFailure, Violation
     from storetest.plugin import run_conformance
-    from storetest.runner import ClauseResult, Report, check
+    from storetest.results import ClauseResult, Report
+    from storetest.runner import check
 
 __all__ = [
     "MAX_SESSION_ID_BYTES",
@@ -92,8 +93,8 @@ __all__ = [
 _LAZY = {
     "run_conformance": "storetest.plugin",
     "check": "storetest.runner",
-    "Report": "storetest.runner",
-    "ClauseResult": "storetest.runner",
+    "Report": "storetest.results",
+    "ClauseResult": "storetest.results",
     "ConformanceFailure": "storetest.failures",
     "Violation": "storetest.failures",
 }

@@ -15,6 +15,7 @@ import itertools
 import os
 import random
 import sys
+import typing
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -83,6 +84,35 @@ def capabilities_of(store: object) -> tuple[frozenset[str], dict[str, list[str]]
         if c not in claimed and set(ms) & present
     }
     return claimed, partial
+
+
+def declared_capabilities(factory: Callable[..., Any]) -> frozenset[str] | None:
+    """What the stores ``factory`` makes claim, known without calling it: from a class
+    (``run_conformance(MyStore)``) or the factory's return annotation (``-> MyStore``,
+    ``-> Iterator[MyStore]``, ``-> AsyncIterator[MyStore]``, ``-> Awaitable[MyStore]``).
+    ``None`` when neither says (a lambda, no annotation, ``Any``)."""
+    made: Any = factory
+    if not isinstance(factory, type):
+        try:
+            made = typing.get_type_hints(factory).get("return")
+        except Exception:  # an annotation naming what its module cannot resolve
+            return None
+        # A generator, async generator or coroutine function: the store is the first argument.
+        while typing.get_origin(made) in _WRAPPERS and typing.get_args(made):
+            made = typing.get_args(made)[0]
+    if not isinstance(made, type) or made is object:
+        return None
+    claimed, _ = capabilities_of(made)
+    return claimed or None
+
+
+_WRAPPERS: Final = tuple(
+    typing.get_origin(t) for t in (
+        typing.Iterator[int], typing.Generator[int, None, None], typing.AsyncIterator[int],
+        typing.AsyncGenerator[int, None], typing.Awaitable[int], typing.Coroutine[Any, Any, int],
+        typing.Iterable[int], typing.AsyncIterable[int],
+    )
+)
 
 
 class Handle:

@@ -2,18 +2,22 @@
 
     storetest check                              # the SQLite reference store, on a temp file
     storetest check mypkg.stores:make_store      # a third-party store factory
-    storetest check mypkg.stores:make_store --replica mypkg.stores:make_replica --report out.md
+    storetest check path/to/stores.py:make_store -k "not replica and (steers or save)"
+    storetest check mypkg.stores:make_store --replica mypkg.stores:make_replica --report out.md --report out.json
 
 It calls :func:`storetest.check`, the same call every clause test of ``run_conformance``
 makes, so the verdicts are the same. Exit status: 0 when every claimed clause passed,
-1 when a clause or the factory failed, 4 for a usage error.
+1 when a clause or the factory failed, 4 for a usage error, 5 when the selection ran no
+clause (none matched ``-k``, or the store claims none of those matched), as in pytest.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -22,12 +26,13 @@ from typing import Any
 
 from storetest.clauses import CLAUSES
 from storetest.profiles import PROFILES
-from storetest.report import SHOWN, render, render_text
-from storetest.runner import Progress, Report, check
+from storetest.report import render, unwritable
+from storetest.results import SHOWN, Progress, Report, render_text
+from storetest.runner import SUPPLIED, check, unsupplied, with_replica_advice
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 4
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CLAUSE = 0, 1, 4, 5
 _DEFAULT_TARGET = "the SQLite reference store on a temporary file"
 
 
@@ -42,12 +47,23 @@ class _Usage(Exception):
     pass
 
 
-def _resolve(target: str, flag: str) -> Callable[..., Any]:
-    module, sep, attribute = target.partition(":")
-    if not sep or not module or not attribute.isidentifier():
-        raise _Usage(f"{flag} {target!r} is not of the form package.module:factory")
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        loaded = importlib.import_module(module)
+        return version("storetest")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _resolve(target: str, flag: str) -> Callable[..., Any]:
+    """``package.module:factory``, or a file: ``path/to/stores.py:factory``."""
+    module, sep, attribute = target.rpartition(":")
+    if not sep or not module or not attribute.isidentifier():
+        raise _Usage(f"{flag} {target!r} is not of the form package.module:factory or path/to/file.py:factory")
+    try:
+        loaded = _load_file(module, flag) if module.endswith(".py") or os.sep in module or "/" in module \
+            else importlib.import_module(module)
     except ImportError as exc:
         raise _Usage(f"cannot import {module!r} for {flag}: {exc}") from None
     factory = getattr(loaded, attribute, None)
@@ -57,40 +73,125 @@ def _resolve(target: str, flag: str) -> Callable[..., Any]:
     return factory  # type: ignore[no-any-return]
 
 
+def _load_file(path: str, flag: str) -> Any:
+    """The module in file ``path``, imported as ``python path`` would (its directory
+    first on ``sys.path``, so its neighbours import), once however often it is named."""
+    file = Path(path).resolve()
+    if not file.is_file():
+        raise _Usage(f"{flag}: no file {path!r} (from {os.getcwd()})")
+    name = file.stem
+    loaded = sys.modules.get(name)
+    known = getattr(loaded, "__file__", None)
+    if known and Path(known).resolve() == file:
+        return loaded
+    if not name.isidentifier():
+        raise _Usage(f"{flag}: {file.name!r} cannot be imported as a module (its name is not an identifier)")
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise _Usage(f"{flag}: cannot import {path!r} as a Python module")
+    sys.path.insert(0, str(file.parent))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # the store's frames and its dataclasses need it there
+    spec.loader.exec_module(module)
+    return module
+
+
+_TOKEN = re.compile(r"\s*(\(|\)|,|[^\s(),]+)")
+
+
 def _selected(keyword: str | None) -> list[str] | None:
+    """The clauses ``-k`` selects, in pytest's grammar: words matched (ignoring case)
+    against the clause's name, joined by ``and``, ``or`` (or ``,``), ``not`` and
+    parentheses. Returns every clause when nothing is given; may return none."""
     if not keyword:
         return None
-    words = [w.strip() for part in keyword.split(",") for w in part.split(" or ") if w.strip()]
-    chosen = [c.name for c in CLAUSES if any(w in c.name for w in words)]
-    if not chosen:
-        raise _Usage(f"-k {keyword!r} matches no clause; the clauses are: {', '.join(c.name for c in CLAUSES)}")
-    return chosen
+    tokens = [t.lower() if t.lower() in ("and", "or", "not") else t for t in _TOKEN.findall(keyword)]
+    tokens = ["or" if t == "," else t for t in tokens]
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at] if at < len(tokens) else None
+
+    def take(expected: str | None = None) -> str:
+        nonlocal at
+        token = peek()
+        if token is None or (expected is not None and token != expected):
+            where = f"at {token!r}" if token is not None else "at its end"
+            raise _Usage(f"-k {keyword!r}: expected {expected or 'a word'} {where} (a pytest -k expression: "
+                         "words joined by and / or / not and parentheses)")
+        if expected is None and token in ("and", "or", "not", "(", ")"):
+            raise _Usage(f"-k {keyword!r}: expected a word at {token!r}")
+        at += 1
+        return token
+
+    def either() -> Callable[[str], bool]:
+        parts = [both()]
+        while peek() == "or":
+            take("or")
+            parts.append(both())
+        return lambda name: any(p(name) for p in parts)
+
+    def both() -> Callable[[str], bool]:
+        parts = [negated()]
+        while peek() == "and":
+            take("and")
+            parts.append(negated())
+        return lambda name: all(p(name) for p in parts)
+
+    def negated() -> Callable[[str], bool]:
+        if peek() == "not":
+            take("not")
+            inner = negated()
+            return lambda name: not inner(name)
+        if peek() == "(":
+            take("(")
+            inner = either()
+            take(")")
+            return inner
+        word = take().lower()
+        return lambda name: word in name.lower()
+
+    matches = either()
+    if peek() is not None:
+        raise _Usage(f"-k {keyword!r}: unexpected {peek()!r} (join words with and / or)")
+    return [c.name for c in CLAUSES if matches(c.name)]
+
+
+def _writable(paths: list[str]) -> None:
+    """Refuse, before the run, a report path that cannot be written."""
+    for path in paths:
+        problem = unwritable(path)
+        if problem:
+            raise _Usage(f"--report {path!r}: {problem}")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="storetest", description=(__doc__ or "").split("\n\n")[0].replace("``", "")
     )
+    parser.add_argument("--version", action="version", version=f"storetest {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
         "check",
         help="run the conformance suite against a store and print the report",
         description="Run every clause against a store. Exit 0 when every claimed clause passed, "
-        "1 when a clause or the factory failed, 4 for a usage error.",
+        "1 when a clause or the factory failed, 4 for a usage error, 5 when the selection ran no clause.",
     )
     run.add_argument("target", nargs="?",
-                     help=f"package.module:factory, a callable returning (or yielding) the store; "
-                     f"default: {_DEFAULT_TARGET}")
+                     help=f"package.module:factory or path/to/file.py:factory, a callable returning (or "
+                     f"yielding) the store; default: {_DEFAULT_TARGET}")
     run.add_argument("--replica", metavar="MODULE:FACTORY", help="a callable giving a second handle on the same data")
-    run.add_argument("--name", help="label for the report (default: the factory's name)")
-    run.add_argument("--report", metavar="FILE",
-                     help="also write the report to FILE (.json JSON, .html HTML, else Markdown)")
+    run.add_argument("--name", help="label for the report (default: the store's class name)")
+    run.add_argument("--report", metavar="FILE", action="append", default=[],
+                     help="also write the report to FILE (.json JSON, .html HTML, else Markdown); "
+                     "give it again for more than one")
     run.add_argument("--profile", choices=sorted(PROFILES), default=None,
                      help="effort: fast (default, or STORETEST_PROFILE), ci, thorough (slow)")
     run.add_argument("--seed", type=int, help="seed for generated inputs (a failure prints the one it used)")
     run.add_argument("--nonce", help="with the seed, fixes the session ids (a failure prints it)")
-    run.add_argument("-k", dest="keyword", metavar="NAMES",
-                     help="only clauses whose name contains one of these words (separated by commas or ' or ')")
+    run.add_argument("-k", dest="keyword", metavar="EXPRESSION",
+                     help="only clauses matching the expression, as pytest's -k: words matched against the "
+                     "clause name, with and, or (or a comma), not and parentheses")
     run.add_argument("-q", "--quiet", action="store_true", help="no line per clause as it finishes")
     return parser
 
@@ -110,15 +211,25 @@ def main(argv: list[str] | None = None) -> int:
             if args.replica:
                 raise _Usage("--replica needs a TARGET too")
             # Both calls get the clause's one tmp_path: two handles on one file.
-            factory, replica, name = _sqlite, _sqlite, args.name or "sqlite"
+            factory, replica = _sqlite, _sqlite
         else:
             factory = _resolve(args.target, "TARGET")
             replica = _resolve(args.replica, "--replica") if args.replica else None
-            name = args.name or args.target.partition(":")[2]
+        missing = unsupplied([factory, replica], {})
+        if missing:
+            raise _Usage(
+                f"the factory's parameter {missing[0]!r} is not something storetest check can supply "
+                f"(it supplies {', '.join(SUPPLIED)}): give it a default, or name a factory that "
+                f"takes only those (a function of a few lines that calls yours)")
         clauses = _selected(args.keyword)
+        _writable(args.report)
     except _Usage as exc:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if clauses == []:
+        print(f"storetest check: -k {args.keyword!r} matches no clause; ran nothing. The clauses are: "
+              f"{', '.join(c.name for c in CLAUSES)}", file=sys.stderr)
+        return EXIT_NO_CLAUSE
 
     def progress(state: Progress) -> None:
         if args.quiet:
@@ -133,12 +244,16 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         report = check(factory, replica, clauses=clauses, profile=args.profile, seed=args.seed,
-                       nonce=args.nonce, name=name, progress=progress)
+                       nonce=args.nonce, name=args.name, progress=progress)
     except (TypeError, ValueError) as exc:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    report = _with_replays(report, args)
+    report = with_replica_advice(_with_replays(report, args), "pass --replica MODULE:FACTORY")
     _print(report, args)
+    if not report.ran:
+        print(f"storetest check: the store claims none of the {len(report.results)} clauses selected; "
+              "ran nothing", file=sys.stderr)
+        return EXIT_NO_CLAUSE
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
@@ -166,9 +281,9 @@ def _print(report: Report, args: argparse.Namespace) -> None:
         print(f"replay: {failure.replay}")
     print()
     print(render_text(report))
-    if args.report:
-        Path(args.report).write_text(render([report], args.report) + "\n", encoding="utf-8")
-        print(f"report written to {args.report}")
+    for path in args.report:
+        Path(path).write_text(render([report], path) + "\n", encoding="utf-8")
+        print(f"report written to {path}")
 
 
 if __name__ == "__main__":

@@ -20,12 +20,13 @@ from typing import Any
 import pytest
 
 from storetest import _databases
-from storetest._harness import new_nonce
+from storetest._harness import CAPABILITIES, declared_capabilities, new_nonce
 from storetest.clauses import CLAUSES
 from storetest.failures import Violation
 from storetest.profiles import PROFILES, profile_named
-from storetest.report import render, render_text
-from storetest.runner import ClauseResult, Progress, Report, check
+from storetest.report import render, unwritable
+from storetest.results import ClauseResult, Progress, Report, not_claimed, render_text
+from storetest.runner import check, with_replica_advice
 
 __all__ = ["run_conformance"]
 
@@ -38,6 +39,10 @@ class _Spec:
     replica: Callable[..., Any] | None
     name: str
     skip: dict[str, str]
+    #: What the factory says its stores claim (its class or return annotation), or None.
+    declared: frozenset[str] | None = None
+    #: The clauses left out of the class because the declared store does not claim them.
+    unclaimed: tuple[ClauseResult, ...] = ()
 
 
 #: Classes made by run_conformance, with the line that made them, by the globals of the
@@ -89,7 +94,12 @@ def run_conformance(
         name = getattr(factory, "__name__", "store").strip("_<>") or "store"
         if name == "lambda":
             name = "store"
-    cls = _conformance_class(_Spec(factory, replica, name, skip))
+    declared = declared_capabilities(factory)
+    unclaimed = () if declared is None else tuple(
+        not_claimed(c.name, c.needs - declared, CAPABILITIES, promise=c.promise, topic=c.topic,
+                    exists_for=c.exists_for)
+        for c in CLAUSES if c.needs - declared)
+    cls = _conformance_class(_Spec(factory, replica, name, skip, declared, unclaimed))
     caller = sys._getframe(1)
     made = _MADE.setdefault(id(caller.f_globals), (caller.f_globals, []))[1]
     taken = {c.__name__ for _, c in made}
@@ -106,7 +116,10 @@ def _conformance_class(spec: _Spec) -> type:
         "__doc__": f"The storetest conformance suite against {spec.name}.",
         "__storetest_spec__": spec,
     }
+    left_out = {r.clause for r in spec.unclaimed}
     for clause in CLAUSES:
+        if clause.name in left_out:
+            continue  # not a test at all: the report gives them one line
         test = _clause_test(clause.name, clause.doc)
         attrs[test.__name__] = pytest.mark.storetest(clause=clause.name, run=spec.name)(test)
     safe = re.sub(r"\W+", "_", spec.name).strip("_") or "store"
@@ -140,12 +153,20 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
     )
     replay = (f"pytest '{request.node.nodeid}' --storetest-seed={seed} "
               f"--storetest-nonce={nonce} --storetest-profile={report.profile}")
+    report = with_replica_advice(report, "pass replica=<factory> to run_conformance")
     (result,) = report.results
     if result.outcome in ("failed", "error"):
         result = replace(result, replay=replay)
-    request.node.user_properties.append((_RESULT, _row(report, result, request.node.nodeid)))
+    request.node.user_properties.append((_RESULT, _row(report, result, request.node.nodeid, spec)))
+    more = spec.declared is not None and set(report.capabilities) - spec.declared
+    if more:
+        pytest.fail(f"the store claims {', '.join(sorted(more))} (it has the methods), but the factory's "
+                    f"class or return annotation does not, so those clauses were not collected: annotate "
+                    f"the factory with the store's own class", pytrace=False)
     if result.outcome in ("skipped", "not claimed"):
-        pytest.skip(result.diagnosis if result.outcome == "skipped" else f"not claimed: {result.diagnosis}")
+        pytest.skip(result.diagnosis if result.outcome == "skipped" else
+                    f"not claimed: {result.diagnosis}; annotate the factory's return type with the store's "
+                    "class (or pass the class) and clauses it does not claim are not collected")
     if result.setup:
         stopped[spec.name] = f"the factory failed in {request.node.nodeid}: {result.diagnosis}"
         pytest.fail("\n".join([result.diagnosis, result.details, "",
@@ -169,12 +190,19 @@ def _progress_line(config: pytest.Config) -> Callable[[Progress], None] | None:
     return line
 
 
-def _row(report: Report, result: ClauseResult, nodeid: str) -> dict[str, Any]:
+def _row(report: Report, result: ClauseResult, nodeid: str, spec: _Spec) -> dict[str, Any]:
     """What the controller needs to rebuild the report (plain data: xdist sends it)."""
     return {"run": report.name, "profile": report.profile, "seed": report.seed, "nonce": report.nonce,
             "capabilities": list(report.capabilities), "partial": dict(report.partial), "nodeid": nodeid,
             "target": report.target, "replica": report.replica, "started": report.started,
-            "versions": dict(report.versions), "result": asdict(result)}
+            "versions": dict(report.versions), "result": asdict(result),
+            "unclaimed": [asdict(r) for r in spec.unclaimed]}
+
+
+def _result(data: Mapping[str, Any]) -> ClauseResult:
+    """A :class:`ClauseResult` back from :func:`dataclasses.asdict`."""
+    tuples = {k: tuple(data.get(k, ())) for k in ("story", "remarks", "lacks")}
+    return ClauseResult(**{**data, **tuples, "violations": tuple(Violation(**v) for v in data["violations"])})
 
 
 # --- pytest hooks ------------------------------------------------------------------------
@@ -205,9 +233,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--storetest-report",
-        default=None,
+        action="append",
+        default=[],
         metavar="FILE",
-        help="write the conformance report to FILE: JSON if it ends in .json, else Markdown",
+        help="write the conformance report to FILE: JSON if it ends in .json, one HTML file if in .html, "
+        "else Markdown; give it again for more than one",
     )
     parser.addini("storetest_profile", "default effort profile for storetest clauses")
 
@@ -222,6 +252,10 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.option.storetest_profile = profile.name
+    for path in config.getoption("storetest_report"):
+        problem = unwritable(path)
+        if problem:
+            raise pytest.UsageError(f"--storetest-report {path!r}: {problem}")
     seed = config.getoption("storetest_seed")
     config.stash[_RUN_KEY] = (
         random.randrange(2**32) if seed is None else seed,
@@ -300,11 +334,10 @@ class _ConformanceReport:
             runs.setdefault(row["run"], []).append(row)
         out = []
         for run, rows in runs.items():
-            rows.sort(key=lambda r: order.get(r["result"]["clause"], len(order)))
-            results = tuple(
-                ClauseResult(**{**r["result"], "violations": tuple(Violation(**v) for v in r["result"]["violations"])})
-                for r in rows
-            )
+            unclaimed = {u["clause"]: _result(u) for r in rows for u in r.get("unclaimed", ())}
+            ran_rows = {r["result"]["clause"]: _result(r["result"]) for r in rows}
+            results = tuple(sorted({**unclaimed, **ran_rows}.values(),
+                                   key=lambda r: order.get(r.clause, len(order))))
             ran = {r.clause for r in results}
             first = rows[0]
             out.append(Report(
@@ -325,8 +358,7 @@ class _ConformanceReport:
         terminalreporter.section(f"storetest conformance (profile {profile})")
         for report in reports:
             terminalreporter.line(render_text(report, width=terminalreporter._tw.fullwidth))
-        path = self.config.getoption("storetest_report")
-        if path:
+        for path in self.config.getoption("storetest_report"):
             Path(path).write_text(render(reports, path) + "\n", encoding="utf-8")
             terminalreporter.line(f"report written to {path}")
 

@@ -8,12 +8,12 @@ broken stores, as Go's ``fstest.TestFS`` is one call that returns every violatio
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -25,28 +25,29 @@ from storetest._harness import (
     StoreShapeError,
     Target,
     code_roots,
+    declared_capabilities,
     new_nonce,
     open_target,
     parameter_names,
 )
 from storetest.clauses import CLAUSES, Clause
-from storetest.clauses._support import shrink_budget, stopped_shrinking_early
+from storetest.clauses._support import hypothesis_home, shrink_budget, stopped_shrinking_early
 from storetest.failures import (
-    Violation,
     conformance_failures,
     describe_exception,
     store_frames,
 )
 from storetest.profiles import Profile, profile_named
+from storetest.results import ClauseResult, Outcome, Progress, Report, not_claimed
 
-__all__ = ["ClauseResult", "Outcome", "Progress", "Report", "check"]
-
-Outcome = Literal["passed", "failed", "skipped", "not claimed", "error"]
+__all__ = ["ClauseResult", "Outcome", "Progress", "Report", "check", "unsupplied", "with_replica_advice"]
 
 SKIP_NO_REPLICA: Final = (
-    "needs a second handle on the same data: pass replica=<factory> to run_conformance or check() "
+    "needs a second handle on the same data: {how} "
     "(its parameters are like the factory's; one named 'primary' gets the first store)"
 )
+#: How a caller of :func:`check` gives a replica (the plugin and the command say it their way).
+CHECK_REPLICA: Final = "pass replica=<factory> to check()"
 RACE_NOTE: Final = (
     "this clause races: a seed replays its inputs, not the interleaving of its calls; "
     "it runs {rounds} rounds so that a verdict does not hang on luck"
@@ -60,102 +61,8 @@ _DATABASE_FIXTURES: Final = {
 }
 #: Beside the Redis URLs: the key prefix their keys go under (one for both).
 _REDIS_PREFIX: Final = "storetest_redis_prefix"
-
-
-@dataclass(frozen=True)
-class ClauseResult:
-    """One clause's verdict."""
-
-    clause: str
-    outcome: Outcome
-    #: One line: the kind of corruption seen, or why the clause did not run.
-    diagnosis: str = ""
-    violations: tuple[Violation, ...] = ()
-    #: The full failure text (every violation, the falsifying example, the store's
-    #: own frames of an exception), for the person whose store failed.
-    details: str = ""
-    seconds: float = 0.0
-    #: A seed does not pin this clause's verdict (see ``RACE_NOTE``).
-    races: bool = False
-    promise: str = ""
-    topic: str = ""
-    #: The factory failed (making or tearing down the store), not the clause.
-    setup: bool = False
-    #: The command that replays this failure, when the caller knows a better one than
-    #: ``storetest check`` (the plugin puts its pytest command here).
-    replay: str = ""
-
-
-@dataclass
-class Progress:
-    """What :func:`check` is doing, for a progress display: sent when a clause starts
-    (``result`` is None), every few seconds while it runs, and when it ends."""
-
-    clause: str
-    index: int
-    total: int
-    elapsed: float = 0.0
-    #: Examples, rounds or state-machine runs finished so far in this clause.
-    examples: int = 0
-    result: ClauseResult | None = None
-
-
-@dataclass(frozen=True)
-class Report:
-    """Every verdict of one run, in clause order, with what replays it."""
-
-    name: str
-    profile: str
-    seed: int
-    nonce: str
-    results: tuple[ClauseResult, ...]
-    #: Capabilities the store claims by its methods (``transcript``, ``steers``, ...).
-    capabilities: tuple[str, ...] = ()
-    #: Capabilities present only in part: ``{"steers": ["add_steer"]}``.
-    partial: Mapping[str, list[str]] = field(default_factory=dict)
-    #: Clauses that did not run: left out by a selection (``clauses=``), or not
-    #: reached after the factory failed.
-    not_run: tuple[str, ...] = ()
-    #: Why the run stopped early (the factory failed), or "".
-    stopped: str = ""
-    #: The factory and replica as ``module:name``, for the report.
-    target: str = ""
-    replica: str = ""
-    #: When the run started (UTC, ISO 8601), and the versions that made the verdict.
-    started: str = ""
-    versions: Mapping[str, str] = field(default_factory=dict)
-
-    def count(self, outcome: Outcome) -> int:
-        return sum(r.outcome == outcome for r in self.results)
-
-    @property
-    def ok(self) -> bool:
-        """Every claimed clause that ran passed (skips and unclaimed clauses aside)."""
-        return not any(r.outcome in ("failed", "error") for r in self.results)
-
-    def failures(self) -> list[ClauseResult]:
-        return [r for r in self.results if r.outcome in ("failed", "error")]
-
-    def replay(self, clause: str | None = None) -> list[str]:
-        """``storetest check`` options that rerun this run (or one clause) with the
-        same inputs and the same session ids."""
-        args = ["--seed", str(self.seed), "--nonce", self.nonce, "--profile", self.profile]
-        return [*args, "-k", clause] if clause else args
-
-    def summary(self) -> str:
-        parts = [f"{self.count('passed')} passed", f"{self.count('failed')} failed"]
-        extra: tuple[Outcome, ...] = ("error", "skipped", "not claimed")
-        for outcome in extra:
-            if self.count(outcome):
-                parts.append(f"{self.count(outcome)} {outcome}")
-        if self.not_run:
-            parts.append(f"{len(self.not_run)} not run")
-        return f"{len(self.results)} clauses: " + ", ".join(parts)
-
-    def __str__(self) -> str:
-        from storetest.report import render_text
-
-        return render_text(self)
+#: The factory parameters :func:`check` fills by itself.
+SUPPLIED: Final = ("tmp_path", *_DATABASE_FIXTURES, _REDIS_PREFIX)
 
 
 def check(
@@ -191,7 +98,7 @@ def check(
     :param seed: decides every generated input (default: a random one, in the report).
     :param nonce: with the seed, fixes every session id; pass a report's nonce to
         replay its run with the same sessions (default: a fresh one).
-    :param name: the run's label in the report (default: the factory's name).
+    :param name: the run's label in the report (default: the store's class name).
     :param skip: clause names mapped to the reason this store cannot honestly run them.
     :param fixtures: values for the factories' parameters: a mapping, or a function
         from a name to its value (the pytest plugin passes ``request.getfixturevalue``).
@@ -224,25 +131,35 @@ def check(
     results: list[ClauseResult] = []
     capabilities: tuple[str, ...] = ()
     partial: dict[str, list[str]] = {}
+    store_type = ""
+    found_any = False
+    declared = declared_capabilities(factory)
     stopped = ""
     not_reached: list[str] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    with _Supplier(fixtures, [factory, *([replica] if replica else [])]) as supply:
+    with hypothesis_home(), _Supplier(fixtures, [factory, *([replica] if replica else [])]) as supply:
         for position, c in enumerate(order):
             if stopped:
                 not_reached.append(c.name)
                 continue
             index = CLAUSES.index(c)
+            claims = set(capabilities) if found_any else declared
             if c.name in skip:
-                result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic)
-            elif c.replica and replica is None:
-                result = ClauseResult(c.name, "skipped", SKIP_NO_REPLICA, promise=c.promise, topic=c.topic)
+                result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic,
+                                      exists_for=c.exists_for)
+            elif c.replica and replica is None and claims is not None:
+                # Decided without making a store: what it claims is known already.
+                result = (not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise, topic=c.topic,
+                                      exists_for=c.exists_for) if c.needs - claims else
+                          ClauseResult(c.name, "skipped", SKIP_NO_REPLICA.format(how=CHECK_REPLICA),
+                                       promise=c.promise, topic=c.topic, exists_for=c.exists_for))
             else:
                 state = Progress(c.name, position, len(order))
                 with _beating(progress, state, heartbeat):
                     result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state)
                 if found is not None:
-                    capabilities, partial = found
+                    capabilities, partial, store_type = found
+                    found_any = True
                 if result.outcome == "error" and result.setup:
                     # The factory fails the same way for every clause: say it once.
                     stopped = result.diagnosis
@@ -250,7 +167,7 @@ def check(
             if progress is not None:
                 progress(Progress(c.name, position, len(order), result.seconds, 0, result))
     return Report(
-        name=name or _label(factory),
+        name=name or store_type or _label(factory),
         profile=chosen.name,
         seed=run_seed,
         nonce=run_nonce,
@@ -264,6 +181,15 @@ def check(
         started=started,
         versions=_versions(),
     )
+
+
+def with_replica_advice(report: Report, how: str) -> Report:
+    """``report`` with each replica clause's skip saying ``how`` to give a replica in
+    the caller's own terms (``--replica MODULE:FACTORY`` on the command line)."""
+    ours = SKIP_NO_REPLICA.format(how=CHECK_REPLICA)
+    results = tuple(dataclasses.replace(r, diagnosis=SKIP_NO_REPLICA.format(how=how))
+                    if r.outcome == "skipped" and r.diagnosis == ours else r for r in report.results)
+    return dataclasses.replace(report, results=results)
 
 
 def _qualified(fn: Callable[..., Any]) -> str:
@@ -315,15 +241,16 @@ def _label(factory: Callable[..., Any]) -> str:
 def _run(
     c: Clause, index: int, factory: Callable[..., Any], replica: Callable[..., Any] | None,
     supply: _Supplier, profile: Profile, seed: int, nonce: str, state: Progress,
-) -> tuple[ClauseResult, tuple[tuple[str, ...], dict[str, list[str]]] | None]:
-    """Run one clause on a fresh store; never raises (but KeyboardInterrupt)."""
+) -> tuple[ClauseResult, tuple[tuple[str, ...], dict[str, list[str]], str] | None]:
+    """Run one clause on a fresh store; never raises (but KeyboardInterrupt). Also
+    returns what the store claims, what it has in part, and its class's name."""
     started = time.perf_counter()
     found = None
     result: ClauseResult | None = None
 
     def done(outcome: Outcome, diagnosis: str = "", **extra: Any) -> ClauseResult:
         return ClauseResult(c.name, outcome, diagnosis, seconds=round(time.perf_counter() - started, 3),
-                            races=c.races, promise=c.promise, topic=c.topic, **extra)
+                            races=c.races, promise=c.promise, topic=c.topic, exists_for=c.exists_for, **extra)
 
     try:
         with supply.values() as values, open_target(
@@ -331,12 +258,15 @@ def _run(
         ) as t:
             t.progress = state
             claimed = set.intersection(*(set(h.capabilities) for h in t.handles()))
-            found = (tuple(sorted(claimed)), dict(t.store.partial))
+            found = (tuple(sorted(claimed)), dict(t.store.partial), type(t.store.raw).__name__)
             missing = c.needs - claimed
             if missing:
-                methods = [m for cap in sorted(missing) for m in CAPABILITIES[cap]]
-                result = done("not claimed", f"the store does not claim {', '.join(sorted(missing))} "
-                              f"(it has no {' / '.join(methods)} method)")
+                # Before the replica's absence: a store without the capability does not
+                # need a second handle for it.
+                result = not_claimed(c.name, missing, CAPABILITIES, promise=c.promise, topic=c.topic,
+                                     exists_for=c.exists_for, seconds=round(time.perf_counter() - started, 3))
+            elif c.replica and replica is None:
+                result = done("skipped", SKIP_NO_REPLICA.format(how=CHECK_REPLICA))
             else:
                 result = _verdict(c, t, done)
     except (FactoryError, StoreShapeError) as exc:
@@ -389,7 +319,9 @@ def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
     if c.races:
         extra.append(RACE_NOTE.format(rounds=t.profile.race_rounds))
     details = "\n".join([details, *notes, *extra]).strip()
-    return done("failed", diagnosis, violations=tuple(violations), details=details)
+    story = tuple(line for n in notes for line in n.splitlines())
+    return done("failed", diagnosis, violations=tuple(violations), details=details, story=story,
+                remarks=tuple(extra))
 
 
 def _first_store_error(t: Target) -> tuple[str, str] | None:
@@ -423,6 +355,13 @@ def _setup_error(exc: Exception, factory: Callable[..., Any], done: Callable[...
     return done("error", str(exc), setup=True)
 
 
+def unsupplied(factories: Iterable[Callable[..., Any] | None], given: Mapping[str, Any]) -> list[str]:
+    """The factories' parameters that neither ``given`` nor :func:`check` itself
+    (``tmp_path``, the throwaway-database URLs) supplies."""
+    names = [n for f in factories if f is not None for n in parameter_names(f) if n != "primary"]
+    return [n for n in dict.fromkeys(names) if n not in given and n not in SUPPLIED]
+
+
 class _Supplier:
     """Values for the factories' parameters: the caller's, else a new ``tmp_path`` per
     clause and throwaway databases kept for the whole run."""
@@ -435,13 +374,13 @@ class _Supplier:
         self.databases: dict[str, str] = {}
         self.redis_prefix = new_prefix()
         if not callable(given):
-            for n in self.names:
-                if n not in (given or {}) and n not in ("tmp_path", _REDIS_PREFIX, *_DATABASE_FIXTURES):
-                    raise TypeError(
-                        f"the factory's parameter {n!r} is not something check() can supply "
-                        f"(it supplies tmp_path, {', '.join(_DATABASE_FIXTURES)}, {_REDIS_PREFIX}); pass "
-                        f"fixtures={{{n!r}: ...}}"
-                    )
+            missing = unsupplied(factories, given or {})
+            if missing:
+                raise TypeError(
+                    f"the factory's parameter {missing[0]!r} is not something check() can supply "
+                    f"(it supplies {', '.join(SUPPLIED)}); pass "
+                    f"fixtures={{{missing[0]!r}: ...}}"
+                )
 
     def __enter__(self) -> _Supplier:
         return self

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from storetest.clauses import CLAUSES
 
 BROKEN_MODULE = '''
@@ -42,9 +44,9 @@ def test_default_checks_sqlite_and_prints_the_report(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(CLAUSES)
     claimed = len([c for c in CLAUSES if "log" not in c.needs])  # SQLite keeps no entry log
-    assert f"sqlite: {n} clauses: {claimed} passed, 0 failed, {n - claimed} not claimed" in result.stdout
+    assert f"SQLiteStore: {n} clauses: {claimed} passed, 0 failed, {n - claimed} not claimed" in result.stdout
     data = json.loads(report.read_text())
-    assert {row["outcome"] for row in data["runs"][0]["clauses"]} == {"passed", "not claimed"}
+    assert {row["outcome"] for row in data["runs"][0]["results"]} == {"passed", "not claimed"}
 
 
 def test_a_broken_third_party_store_fails_with_its_diagnosis(tmp_path: Path) -> None:
@@ -85,7 +87,7 @@ def test_the_printed_replay_command_reproduces_the_failure(tmp_path: Path) -> No
     assert again.returncode == 1, again.stdout + again.stderr
 
     def violations(name: str) -> list[dict[str, str]]:
-        (row,) = json.loads((tmp_path / name).read_text())["runs"][0]["clauses"]
+        (row,) = json.loads((tmp_path / name).read_text())["runs"][0]["results"]
         return row["violations"]  # type: ignore[no-any-return]
 
     assert violations("first.json") == violations("again.json")
@@ -120,7 +122,7 @@ def test_exit_codes_and_help(tmp_path: Path) -> None:
     (tmp_path / "thirdparty.py").write_text(BROKEN_MODULE)
     assert check("-k", "unknown_session", "-q", cwd=tmp_path).returncode == 0
     assert check("thirdparty:make_store", "-k", "in_order", "-q", cwd=tmp_path).returncode == 1
-    assert check("-k", "no_clause_has_this_name", cwd=tmp_path).returncode == 4
+    assert check("-k", "no_clause_has_this_name", cwd=tmp_path).returncode == 5  # ran nothing, as pytest
     assert check("no_such_module:factory", cwd=tmp_path).returncode == 4
     assert check("--no-such-option", cwd=tmp_path).returncode == 4
     helped = subprocess.run([sys.executable, "-m", "storetest.cli", "--help"], capture_output=True, text=True)
@@ -138,17 +140,18 @@ def test_reports_carry_everything_a_reader_needs(tmp_path: Path) -> None:
         for needed in ("storetest", "hypothesis", "python", "started:", "thirdparty:make_store",
                        "thirdparty:make_replica", "seed", "abc123", f"Not run ({len(CLAUSES) - 2})",
                        "--seed 5 --nonce abc123 --profile fast -k steers_are_taken_in_order_exactly_once",
-                       "sent:", "got:", "Steers come back oldest first", "docs/contract.md#clause-"):
+                       "sent:", "got:", "Steers come back oldest first", "#clause-"):
             assert needed in text, (needed, text[:2000])
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["format"] >= 2
     (run,) = data["runs"]
+    assert data["format"] == 3
     assert run["totals"] == {"passed": 1, "failed": 1, "skipped": 0, "not claimed": 0, "error": 0,
                              "not run": len(CLAUSES) - 2, "clauses": 2}
-    failed = next(c for c in run["clauses"] if c["outcome"] == "failed")
+    failed = next(c for c in run["results"] if c["outcome"] == "failed")
     assert len(failed["violations"]) >= 1 and failed["replay"].startswith("storetest check thirdparty:make_store")
-    assert [c["clause"] for c in run["clauses"]] == [n for n in [c.name for c in CLAUSES]
-                                                      if n in {c["clause"] for c in run["clauses"]}]
+    assert [c["clause"] for c in run["results"]] == [n for n in [c.name for c in CLAUSES]
+                                                      if n in {c["clause"] for c in run["results"]}]
 
 
 def test_the_profile_comes_from_the_environment_too(tmp_path: Path) -> None:
@@ -158,3 +161,82 @@ def test_the_profile_comes_from_the_environment_too(tmp_path: Path) -> None:
                           env={**os.environ, "STORETEST_PROFILE": "ci"}, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(report.read_text())["runs"][0]["profile"] == "ci"
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-m", "storetest.cli", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == f"storetest {version('storetest')}"
+
+
+HELPER = "from reference_stores.memory import MemoryStore as Store\n"
+BY_PATH = "from helper import Store\n\n\ndef make_store():\n    return Store()\n"
+
+
+def test_a_target_may_be_a_file(tmp_path: Path) -> None:
+    """``path/to/file.py:factory``, ``./file.py:factory`` and ``file.py:factory``, whose
+    neighbours import as they would under ``python path/to/file.py``."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "helper.py").write_text(HELPER)
+    (tmp_path / "sub" / "by_path.py").write_text(BY_PATH)
+    (tmp_path / "helper.py").write_text(HELPER)
+    (tmp_path / "here.py").write_text(BY_PATH)
+    for target in ("sub/by_path.py:make_store", "./here.py:make_store", "here.py:make_store"):
+        done = check(target, "-k", "unknown_session", "-q", cwd=tmp_path)
+        assert done.returncode == 0, (target, done.stdout + done.stderr)
+        assert "MemoryStore: 1 clauses: 1 passed" in done.stdout  # the store's class names the run
+    missing = check("nowhere.py:make_store", cwd=tmp_path)
+    assert missing.returncode == 4 and "no file 'nowhere.py'" in missing.stderr
+
+
+def test_k_takes_pytests_expressions() -> None:
+    from storetest.cli import _selected, _Usage
+
+    names = [c.name for c in CLAUSES]
+    assert _selected("not log and (steers or UNKNOWN)") == [
+        n for n in names if "log" not in n and ("steers" in n or "unknown" in n)]
+    assert _selected("in_order, unknown") == [n for n in names if "in_order" in n or "unknown" in n]
+    assert _selected("log and not (model or replica)") == [
+        n for n in names if "log" in n and "model" not in n and "replica" not in n]
+    assert _selected("nothing_is_called_this") == []
+    for bad in ("and steers", "steers or", "(steers", "steers)", "not"):
+        with pytest.raises(_Usage):
+            _selected(bad)
+
+
+TRANSCRIPT_ONLY = '''
+class Transcripts:
+    def __init__(self):
+        self.data = {}
+
+    def save(self, session, messages):
+        self.data[session] = list(messages)
+
+    def messages(self, session):
+        return list(self.data.get(session, []))
+
+
+def make_store():
+    return Transcripts()
+
+
+def needs_a_connection(connection):
+    return Transcripts()
+'''
+
+
+def test_a_selection_that_runs_nothing_exits_5(tmp_path: Path) -> None:
+    (tmp_path / "transcripts.py").write_text(TRANSCRIPT_ONLY)
+    done = check("transcripts:make_store", "-k", "log and not replica", "-q", cwd=tmp_path)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "claims none of the" in done.stderr
+    assert check("transcripts:make_store", "-k", "nothing_is_called_this", cwd=tmp_path).returncode == 5
+
+
+def test_advice_for_a_parameter_is_advice_the_command_line_can_follow(tmp_path: Path) -> None:
+    (tmp_path / "transcripts.py").write_text(TRANSCRIPT_ONLY)
+    done = check("transcripts:needs_a_connection", cwd=tmp_path)
+    assert done.returncode == 4
+    assert "parameter 'connection'" in done.stderr and "give it a default" in done.stderr
+    assert "fixtures=" not in done.stderr

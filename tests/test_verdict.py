@@ -260,7 +260,7 @@ def test_a_failure_replays_byte_for_byte_from_two_clean_directories(tmp_path: Pa
             cwd=directory, env=env, capture_output=True, text=True, timeout=300,
         )
         assert run.returncode == 1, run.stdout + run.stderr
-        (row,) = json.loads(report.read_text())["runs"][0]["clauses"]
+        (row,) = json.loads(report.read_text())["runs"][0]["results"]
         # A shrink cut short by its time backstop ends where the clock says; this one
         # finishes within its step budget, so everything it reports is the seed's alone,
         # down to the session ids (they count the examples tried before).

@@ -34,6 +34,12 @@ class Clause:
         return " ".join((self.run.__doc__ or "").strip().split("\n\n")[0].split())
 
     @property
+    def exists_for(self) -> str:
+        """The rest of its docstring (the real bugs it exists for), a paragraph a line."""
+        paragraphs = (self.run.__doc__ or "").strip().split("\n\n")[1:]
+        return "\n".join(" ".join(p.split()) for p in paragraphs)
+
+    @property
     def doc(self) -> str:
         return self.run.__doc__ or ""
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed
+from hypothesis import configuration as _configuration
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine as _engine
@@ -16,7 +19,7 @@ from hypothesis.reporting import with_reporter
 from storetest._harness import Target
 from storetest.contract import Message
 
-__all__ = ["examples", "hypothesis_settings", "shrink_budget", "texts"]
+__all__ = ["examples", "hypothesis_cache", "hypothesis_home", "hypothesis_settings", "shrink_budget", "texts"]
 
 
 def hypothesis_settings(t: Target, *, scale: float = 1.0, steps: int | None = None) -> Settings:
@@ -72,6 +75,30 @@ def shrink_budget(steps: int, seconds: float, reported: list[str]) -> Iterator[N
         for name, value in previous.items():
             if value is not None:
                 setattr(_engine, name, value)
+
+
+def hypothesis_cache() -> Path:
+    """storetest's own directory for Hypothesis's caches (its Unicode tables, the
+    constants it reads from source files): ``$XDG_CACHE_HOME/storetest/hypothesis``,
+    else ``~/.cache/storetest/hypothesis``. Never the working directory."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "storetest" / "hypothesis"
+
+
+@contextmanager
+def hypothesis_home() -> Iterator[None]:
+    """While storetest runs, Hypothesis keeps its caches in :func:`hypothesis_cache`,
+    not in ``.hypothesis/`` of the working directory, where the caller asked for
+    nothing (no example database is used). Shared by every directory, the caches make
+    the first run in a new one as fast as the next; what Hypothesis was set to is
+    restored afterwards, for the caller's own Hypothesis tests."""
+    # The only setter Hypothesis has; its current value is a module global.
+    previous = getattr(_configuration, "__hypothesis_home_directory", None)
+    _configuration.set_hypothesis_home_dir(hypothesis_cache())
+    try:
+        yield
+    finally:
+        _configuration.set_hypothesis_home_dir(previous)
 
 
 def stopped_shrinking_early(reported: list[str]) -> bool:
