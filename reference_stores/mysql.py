@@ -63,7 +63,9 @@ if it was COMMIT's answer that never came), after ``read_timeout`` seconds when 
 network stalls; the next call reconnects. The store warns (:class:`UnboundedCalls`) when
 it is given a connection without them, at construction, or for a factory at the first
 such connection it hands out. :func:`storetest.databases.mysql_connection` sets both
-to 30 seconds.
+to 30 seconds. A store given one connection runs one call at a time, so a call queued
+behind a stalled one waits for it first: where every call must end within the bound,
+give each thread a store of its own, or give the store a factory.
 
 Server settings it relies on: ``max_allowed_packet`` above the largest encoded message;
 and, for ``READ COMMITTED`` writes, a binary log that is off or ``ROW``/``MIXED`` (the

@@ -364,9 +364,13 @@ async def _pooled(pool: Any, operation: str, session: str, deadline: _Deadline) 
             conn.terminate()
         raise
     finally:
+        # Shielded, so that a release past the bound finishes (or gives up and closes
+        # the connection) in the background instead of being cut off mid-way.
+        release = asyncio.ensure_future(acquired.__aexit__(None, None, None))
+        release.add_done_callback(_retrieve)
         try:
             async with asyncio.timeout(deadline.for_release()):
-                await acquired.__aexit__(None, None, None)
+                await asyncio.shield(release)
         except Exception as exc:
             if failed:
                 # The connection is usually dead and the pool's reset fails too:
@@ -431,6 +435,12 @@ async def _transaction(conn: Any, deadline: _Deadline, opening: str = "") -> Asy
 def _literal(key: bytes) -> str:
     """``key`` as a SQL expression of type ``bytea`` made of hex digits only."""
     return f"decode('{key.hex()}', 'hex')"
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    # Its error is logged by whoever awaited it, or not worth a "never retrieved" line.
+    if not task.cancelled():
+        task.exception()
 
 
 def _unsure(exc: BaseException) -> bool:

@@ -167,3 +167,49 @@ def test_mysql_restarted_under_a_workload_of_several_processes() -> None:
             proxy.close()
         server.close()
     report("restarts mysql", figures)
+
+
+def test_mysql_connections_stalled_past_the_bound(mysql_db: str) -> None:
+    """The network stalled for longer than the connections' read/write timeouts, between
+    statements and right after a COMMIT went up, under savers, adders and takers on two
+    stores given a factory: every call ends within the
+    bound + 1 s, nothing is lost, duplicated or torn, the same handles work after.
+    Stores given a factory: one given a connection runs one call at a time, and a call
+    queued behind a stalled one waits for it first (the module docstring says so)."""
+    parts = urlsplit(mysql_db)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 3306)
+    proxied = urlunsplit((parts.scheme, f"{parts.netloc.rsplit(':', 1)[0]}:{proxy.port}", parts.path, "", ""))
+    checker_conn = connect(mysql_db)
+    stores = [MySQLStore(lambda: connect(proxied, read_timeout=BOUND, write_timeout=BOUND)) for _ in range(2)]
+    run = connkill.Run(checker=MySQLStore(checker_conn, cache_sessions=0))
+    sessions = [f"stall-{secrets.token_hex(3)}-{i}" for i in range(2)]
+    errors: list[BaseException] = []
+
+    def thread(work: Any) -> None:
+        try:
+            asyncio.run(work())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=thread, args=(w,)) for w in connkill.workers(run, stores, sessions)]
+    for t in threads:
+        t.start()
+    try:
+        windows = asyncio.run(connkill.stall_twice(proxy, MYSQL_COMMIT, BOUND + 1))
+    finally:
+        run.stop.set()
+        proxy.resume()
+        for t in threads:
+            t.join()
+    try:
+        for store in stores:
+            store.save(sessions[0], [])
+            store.add_steer(sessions[0], "after")
+            if store.take_steers(sessions[0]) != ["after"] or store.messages(sessions[0]):
+                run.problems.append("a handle did not work after the stalls")
+        asyncio.run(connkill.drain(run))
+    finally:
+        proxy.close()
+        checker_conn.close()
+    assert not errors, errors
+    report("stalls mysql", {"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter())})

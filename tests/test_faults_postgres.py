@@ -223,3 +223,46 @@ def test_postgres_restarted_under_a_workload_of_several_processes(private_postgr
     finally:
         proxy.close()
     report("restarts postgres", figures)
+
+
+def test_postgres_connections_stalled_past_the_bound(request: pytest.FixtureRequest) -> None:
+    """The network stalled (forwarding nothing, resetting nothing) for longer than the
+    stores' timeout, between statements and right after a COMMIT went up, under savers,
+    adders and takers: every call ends within the bound + 1 s, nothing is lost,
+    duplicated or torn, and the same handles work once the network does."""
+    url = _postgres_url(request)
+    parts = urlsplit(url)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    proxied = urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
+
+    async def main() -> dict[str, Any]:
+        pools = [await asyncpg.create_pool(proxied, min_size=1, max_size=4) for _ in range(2)]
+        direct = await asyncpg.create_pool(url, min_size=1, max_size=2)
+        run = connkill.Run(checker=PostgresStore(direct))
+        sessions = [f"stall-{secrets.token_hex(3)}-{i}" for i in range(2)]
+        stores = [PostgresStore(p, timeout=BOUND) for p in pools]
+        tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
+        try:
+            windows = await connkill.stall_twice(proxy, POSTGRES_COMMIT, BOUND + 1)
+            run.stop.set()
+            await asyncio.gather(*tasks)
+            # The same handles, once the network works again: a round of every call.
+            for store in stores:
+                await store.save(sessions[0], [])
+                await store.add_steer(sessions[0], "after")
+                if await store.take_steers(sessions[0]) != ["after"] or await store.messages(sessions[0]):
+                    run.problems.append("a handle did not work after the stalls")
+            await connkill.drain(run)
+        finally:
+            run.stop.set()
+            proxy.resume()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for pool in [*pools, direct]:
+                pool.terminate()
+            proxy.close()
+        return {"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter())}
+
+    report("stalls postgres", asyncio.run(main()))
