@@ -39,7 +39,7 @@ from tests.faults.workload import SteerLedger, error_kind, error_problem, transc
 
 QUEUE = "restart-queue"
 PROCESSES = 3
-WORK = 0.8  # seconds of work before each stop, and after the last start
+WORK = 0.5  # seconds of work before each stop, and after the last start
 DOWN = 2.0  # seconds the server stays down
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -158,6 +158,7 @@ class _Child:
             "acked": sorted(ledger.acked), "taken": ledger.taken, "unknown_takes": ledger.unknown_takes,
             "calls": self.calls, "problems": self.problems, "torn": self.torn,
             "failed_but_landed": self.failed_but_landed, "batches": self.batches, "after": after,
+            "name": self.name,
         }
 
 
@@ -305,7 +306,7 @@ def _figures(reports: list[dict[str, Any]], outages: list[tuple[str, float, floa
     landed_batches = torn_batches = 0
     if read_log is not None:
         for r in reports:
-            session = f"{next(iter(r['batches']), 'p?-').split('-')[0]}-log"
+            session = f"{r['name']}-log"
             present = set(read_log(session))
             for outcome, ids in r["batches"].values():
                 found = sum(i in present for i in ids)
