@@ -39,7 +39,14 @@ How it keeps each file-system fact that breaks naive log stores:
   on U+2028 and friends, which JSON leaves unescaped).
 
 The first line of a file is a header, ``{"type":"session","version":1,"id":...}``,
-written together with the first batch. Then one entry a line, as in pi-mono's format:
+written together with the first batch, and that first write is atomic: header and batch
+go to a temporary file beside it (``.<name>.<random>.tmp``), which is synced (``fsync``) and
+then hard-linked to the session's name (``os.link`` fails if another writer created the
+file meanwhile: the batch is then appended to theirs). So a session's file never exists
+without its header and first batch, and an empty file, or one whose first line is not
+whole, is corruption (:class:`LogCorrupted`), not an empty session. A process killed
+during a first write leaves no session file, only its temporary file (never read; remove
+``.*.tmp`` files at leisure). The file system must support hard links. Then one entry a line, as in pi-mono's format:
 ``type``, ``id``, ``parentId``, ``timestamp``, and the payload (``message``;
 ``customType`` and ``data``; ``summary`` and ``firstKeptEntryId``).
 """
@@ -50,10 +57,10 @@ import errno
 import fcntl
 import json
 import os
+import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -73,7 +80,8 @@ _DEFAULT_CACHE_SESSIONS: Final = 128
 
 
 class LogCorrupted(StoreError):
-    """A session's file holds a line that is not a whole entry, before its last line."""
+    """A session's file is empty, lacks a whole header, or holds a line that is not a
+    whole entry before its last line."""
 
 
 def _escape(session: str) -> str:
@@ -195,9 +203,12 @@ class JsonlLogStore:
         batch = check_entries(entries)
         if not batch:
             return
-        with self._write(session, "append to") as (fd, index, path):
+
+        def checked(index: _Index) -> Sequence[Entry]:
             check_batch(session, batch, index.ids)
-            self._write_batch(fd, index, session, path, batch)
+            return batch
+
+        self._write(session, "append to", checked)
 
     def entries(self, session: str) -> list[Entry]:
         """Every whole entry in append order; ``[]`` for a session never used."""
@@ -228,11 +239,7 @@ class JsonlLogStore:
         """
         session = check_session_id(session)
         batch = check_create(session, entries)
-        with self._write(session, "create of") as (fd, index, path):
-            if index.entries:
-                return False
-            self._write_batch(fd, index, session, path, batch)
-            return True
+        return self._write(session, "create of", lambda index: None if index.entries else batch)
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -246,46 +253,84 @@ class JsonlLogStore:
                 self._indexes.popitem(last=False)
             return index
 
-    @contextmanager
-    def _write(self, session: str, what: str) -> Iterator[tuple[int, _Index, Path]]:
-        """The session's file, open for appending and exclusively locked, and its index
-        brought up to date; the torn tail, if any, is cut off before the body runs."""
+    def _write(self, session: str, what: str, choose: Callable[[_Index], Sequence[Entry] | None]) -> bool:
+        """Write the batch ``choose`` picks (``None``: nothing) from the session's index,
+        brought up to date under the file's exclusive lock, with the torn tail, if any,
+        cut off; or, for a session with no file, from an empty index, as a new file.
+        Returns whether it wrote."""
         path = session_path(self.directory, session)
         index = self._index(session)
         with index.lock:
-            try:
-                if path.parent != self.directory:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except OSError as exc:
-                raise StoreError(f"{what} session {session!r} failed: {path}: {exc}") from exc
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                size = self._refresh(fd, index, session, path)
-                if size > index.offset:
-                    os.ftruncate(fd, index.offset)
-                yield fd, index, path
-            except OSError as exc:
-                index.reset()
-                raise StoreError(f"{what} session {session!r} failed: {path}: {exc}") from exc
-            finally:
-                os.close(fd)
+            while True:
+                try:
+                    if path.parent != self.directory:
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    index.reset()
+                    batch = choose(index)
+                    if batch is None:
+                        return False
+                    try:
+                        if self._create_file(index, session, path, batch):
+                            return True
+                    except OSError as exc:
+                        index.reset()
+                        raise StoreError(f"{what} session {session!r} failed: {path}: {exc}") from exc
+                    continue  # another writer created the file first: append to theirs
+                except OSError as exc:
+                    raise StoreError(f"{what} session {session!r} failed: {path}: {exc}") from exc
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    size = self._refresh(fd, index, session, path)
+                    if size > index.offset:
+                        os.ftruncate(fd, index.offset)
+                    batch = choose(index)
+                    if batch is None:
+                        return False
+                    self._write_batch(fd, index, batch)
+                    return True
+                except OSError as exc:
+                    index.reset()
+                    raise StoreError(f"{what} session {session!r} failed: {path}: {exc}") from exc
+                finally:
+                    os.close(fd)
 
-    def _write_batch(self, fd: int, index: _Index, session: str, path: Path, batch: Sequence[Entry]) -> None:
-        last = len(batch) - 1
-        text = "".join(_line(e, i < last) for i, e in enumerate(batch))
-        new_file = index.offset == 0
-        if new_file:
-            text = _dumps({"type": "session", "version": FORMAT_VERSION, "id": session}) + "\n" + text
+    def _create_file(self, index: _Index, session: str, path: Path, batch: Sequence[Entry]) -> bool:
+        """Write the header and ``batch`` to a temporary file and link it to ``path``:
+        the file appears whole or not at all. ``False`` if ``path`` appeared meanwhile."""
+        header = _dumps({"type": "session", "version": FORMAT_VERSION, "id": session}) + "\n"
+        text = header + _lines(batch)
         data = text.encode("utf-8")
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
             if self.fsync:
                 os.fsync(fd)
-                if new_file:
-                    _fsync_directory(path.parent)
+            st = os.fstat(fd)
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                return False
+        finally:
+            os.close(fd)
+            os.unlink(temporary)
+        if self.fsync:
+            _fsync_directory(path.parent)
+        index.file = (st.st_dev, st.st_ino)
+        index.offset, index.lines = len(data), text.count("\n")
+        index.entries.extend(batch)
+        index.ids.update(e.id for e in batch)
+        return True
+
+    def _write_batch(self, fd: int, index: _Index, batch: Sequence[Entry]) -> None:
+        text = _lines(batch)
+        data = text.encode("utf-8")
+        try:
+            _write_all(fd, data)
+            if self.fsync:
+                os.fsync(fd)
         except BaseException:
             # Take back whatever part landed, so a failed append writes nothing.
             try:
@@ -305,9 +350,21 @@ class JsonlLogStore:
         if index.file != (st.st_dev, st.st_ino) or st.st_size < index.offset:
             index.reset()  # a new or replaced file: read it from the start
             index.file = (st.st_dev, st.st_ino)
+        if st.st_size == 0:
+            index.reset()
+            raise LogCorrupted(
+                f"session {session!r} is corrupt: {path} is empty (the store writes a new file "
+                "whole, with its header, so it was cut or made elsewhere)"
+            )
         if st.st_size == index.offset:
             return st.st_size
         data = os.pread(fd, st.st_size - index.offset, index.offset)
+        if index.lines == 0 and b"\n" not in data:
+            index.reset()
+            raise LogCorrupted(
+                f"session {session!r} is corrupt: {path}: line 1 (the header) is not whole "
+                "(the store writes a new file whole, so it was cut or made elsewhere)"
+            )
         pending: list[Entry] = []
         committed: list[Entry] = []
         start = 0
@@ -351,6 +408,17 @@ class JsonlLogStore:
         index.offset += consumed
         index.lines = whole_lines
         return st.st_size
+
+
+def _lines(batch: Sequence[Entry]) -> str:
+    last = len(batch) - 1
+    return "".join(_line(e, i < last) for i, e in enumerate(batch))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -54,6 +54,19 @@ Lost connections and packet limits:
 - A connection lost after COMMIT was sent raises
   :class:`~storetest.contract.OutcomeUnknown` (a take's carries the steers it read).
 
+Stalled connections: the store has no timeout of its own, because pymysql lets only
+the connection bound a wait: its ``read_timeout`` and ``write_timeout``, fixed when the
+application makes the connection (both ``None``, no bound, by default). Give them: each
+read or write that waits longer ends the connection, and the call with
+:class:`~storetest.contract.StoreError` (or :class:`~storetest.contract.OutcomeUnknown`
+if it was COMMIT's answer that never came), after ``read_timeout`` seconds when a
+network stalls; the next call reconnects. The store warns (:class:`UnboundedCalls`) when
+it is given a connection without them, at construction, or for a factory at the first
+such connection it hands out. :func:`storetest.databases.mysql_connection` sets both
+to 30 seconds. A store given one connection runs one call at a time, so a call queued
+behind a stalled one waits for it first: where every call must end within the bound,
+give each thread a store of its own, or give the store a factory.
+
 Server settings it relies on: ``max_allowed_packet`` above the largest encoded message;
 and, for ``READ COMMITTED`` writes, a binary log that is off or ``ROW``/``MIXED`` (the
 defaults), not ``STATEMENT``.
@@ -65,6 +78,7 @@ import logging
 import random
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
@@ -81,7 +95,7 @@ from storetest.contract import (
     check_steer_text,
 )
 
-__all__ = ["SCHEMA", "MySQLStore"]
+__all__ = ["SCHEMA", "MySQLStore", "UnboundedCalls"]
 
 _log = logging.getLogger(__name__)
 
@@ -134,6 +148,25 @@ _WRITE_ISOLATION: Final = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
 _T = TypeVar("_T")
 
 
+class UnboundedCalls(RuntimeWarning):
+    """The store was given a pymysql connection without ``read_timeout`` or
+    ``write_timeout``: a call on a stalled network would wait for as long as the stall."""
+
+
+def _warn_if_unbounded(conn: Any, stacklevel: int) -> bool:
+    """Warn if ``conn`` lacks a read or write timeout; return whether it did."""
+    missing = [n for n in ("read_timeout", "write_timeout") if getattr(conn, f"_{n}", None) is None]
+    if missing:
+        warnings.warn(
+            f"the pymysql connection given to MySQLStore has no {' and no '.join(missing)}: "
+            "a call on a stalled network would wait for as long as the stall; pass "
+            "read_timeout= and write_timeout= (seconds) to pymysql.connect",
+            UnboundedCalls,
+            stacklevel=stacklevel + 1,
+        )
+    return bool(missing)
+
+
 class MySQLStore:
     """Sessions' transcripts and steer queues in MySQL/MariaDB tables (see :data:`SCHEMA`).
 
@@ -152,7 +185,8 @@ class MySQLStore:
     anyway), so do not hand the store a connection in the middle of work of yours.
 
     :param connection_or_factory: a pymysql connection, or a zero-argument callable
-        returning one.
+        returning one; made with ``read_timeout`` and ``write_timeout``, which bound
+        every call (see the module docstring; :class:`UnboundedCalls` warns without).
     :param cache_sessions: how many sessions' last known transcripts to remember for
         incremental saves (least recently used are forgotten first); ``0`` disables it.
     :raises TypeError: ``connection_or_factory`` is neither a pymysql connection nor
@@ -166,9 +200,12 @@ class MySQLStore:
         *,
         cache_sessions: int = DEFAULT_CACHE_SESSIONS,
     ) -> None:
+        # Whether to look at the next factory connection's timeouts (once warned, never).
+        self._check_timeouts = True
         if isinstance(connection_or_factory, pymysql.connections.Connection):
             self._connection: Any = connection_or_factory
             self._factory: Callable[[], Any] | None = None
+            _warn_if_unbounded(connection_or_factory, stacklevel=2)
         elif callable(connection_or_factory):
             self._connection = None
             self._factory = connection_or_factory
@@ -388,6 +425,8 @@ class MySQLStore:
                 yield self._ready(conn)
             return
         conn = self._factory()
+        if self._check_timeouts and _warn_if_unbounded(conn, stacklevel=5):
+            self._check_timeouts = False
         try:
             yield self._ready(conn)
         finally:

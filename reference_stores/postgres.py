@@ -48,6 +48,19 @@ logged). A connection lost after COMMIT was sent raises
 :class:`~storetest.contract.OutcomeUnknown` (a take's carries the steers it read); a
 COMMIT that returned is a success even if giving the connection back then fails.
 
+Stalled connections: every call has one bound, ``timeout`` seconds (30 by default),
+shared by the wait for a pool connection, every statement and COMMIT (each gets what is
+left of it, through asyncpg's ``acquire(timeout=)`` and per-statement ``timeout=``), so a
+network that forwards nothing ends the call with :class:`~storetest.contract.StoreError`
+(or :class:`~storetest.contract.OutcomeUnknown` if it was COMMIT that got no answer)
+once the bound runs out, never after the stall's length. A connection whose statement
+timed out (or whose call was cancelled) is closed at once, not rolled back: asyncpg
+would first wait for its cancel request to get through the same stalled network, for
+``command_timeout`` seconds or forever, which is why such a call used to take twice its
+bound. The server rolls back on disconnect, and the pool opens a new connection when
+next needed. Giving the connection back gets what is left of the bound, and at least
+half a second, so a call ends within ``timeout`` plus half a second.
+
 Saves write only what changed, through :mod:`reference_stores._incremental`: the
 session row's ``version`` is raised by every save under the row lock, each message row
 carries a chain digest, and each handle remembers recent sessions, so that a save finds
@@ -57,10 +70,13 @@ wrote last, and never decodes a stored message to do so.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, NoReturn
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Final, NoReturn
 
 import asyncpg
 
@@ -74,9 +90,14 @@ from storetest.contract import (
     check_steer_text,
 )
 
-__all__ = ["SCHEMA", "PostgresStore"]
+__all__ = ["DEFAULT_TIMEOUT", "SCHEMA", "PostgresStore"]
 
 _log = logging.getLogger(__name__)
+
+#: Seconds a call may take, waiting for a connection, statements and COMMIT together.
+DEFAULT_TIMEOUT: Final = 30.0
+# Giving a connection back after the work is done gets at least this much.
+_RELEASE_AT_LEAST: Final = 0.5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS storetest_sessions (
@@ -149,6 +170,34 @@ class _InTransaction(Exception):
     """The connection was inside a transaction before the store began its own."""
 
 
+class _Deadline:
+    """One call's bound: what is left of it for each wait the call makes."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left; raises ``TimeoutError`` (before anything is sent) once none are."""
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the store's timeout of {self.seconds:g} s ran out")
+        return left
+
+    def for_release(self) -> float:
+        return max(self._end - time.monotonic(), _RELEASE_AT_LEAST)
+
+
+def check_timeout(timeout: float) -> float:
+    """``timeout`` as a float, or ``ValueError``/``TypeError`` if it is not a positive
+    number of seconds."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
+    return float(timeout)
+
+
 # asyncpg and the OS raise these when the pool, the connection or the server fails.
 # InternalClientError is what asyncpg raises when a connection dies mid-protocol
 # ("cannot switch to state 15; another operation (2) is in progress").
@@ -173,17 +222,23 @@ class PostgresStore:
         the event loop the store will be used from. The store never closes it.
     :param cache_sessions: how many sessions to remember for incremental saves (least
         recently used are forgotten first); ``0`` disables it.
-    :raises ValueError: ``cache_sessions`` is negative.
+    :param timeout: seconds a call may take, all its waits together: for a connection
+        from the pool, for each statement and for COMMIT (see the module docstring).
+    :raises ValueError: ``cache_sessions`` is negative, or ``timeout`` not positive.
 
     Every method raises ``TypeError``/``ValueError`` for bad arguments before touching
     the database, and :class:`~storetest.contract.StoreError` (from the driver's error)
     when the database fails, which has then changed nothing; or its subclass
     :class:`~storetest.contract.OutcomeUnknown` when the connection was lost after
-    COMMIT was sent.
+    COMMIT was sent; both also when the call's ``timeout`` runs out (``OutcomeUnknown``
+    if it ran out waiting for COMMIT's answer).
     """
 
-    def __init__(self, pool: Any, *, cache_sessions: int = DEFAULT_CACHE_SESSIONS) -> None:
+    def __init__(
+        self, pool: Any, *, cache_sessions: int = DEFAULT_CACHE_SESSIONS, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
         self._remembered = Remembered(cache_sessions)
+        self._timeout = check_timeout(timeout)
         self._pool = pool
 
     def __repr__(self) -> str:
@@ -194,25 +249,26 @@ class PostgresStore:
         session = check_session_id(session)
         key = session.encode("utf-8")
         plan = self._remembered.prepare(key, messages)
+        deadline = _Deadline(self._timeout)
         try:
-            async with self._connection("save to", session) as conn, _transaction(conn):
+            async with self._connection("save to", session, deadline) as conn, _transaction(conn, deadline):
                 # Locks the session row until commit: concurrent saves queue here.
-                version = await conn.fetchval(_BUMP_VERSION, key)
+                version = await conn.fetchval(_BUMP_VERSION, key, timeout=deadline.left())
                 plan.start(version - 1)
                 while plan.fetch_from is not None:
-                    plan.resolve(await conn.fetch(_READ_DIGESTS, key, plan.fetch_from))
+                    plan.resolve(await conn.fetch(_READ_DIGESTS, key, plan.fetch_from, timeout=deadline.left()))
                 if plan.delete:
-                    await conn.execute(_DELETE_FROM, key, plan.keep)
+                    await conn.execute(_DELETE_FROM, key, plan.keep, timeout=deadline.left())
                 if plan.rows:
                     positions, digests, bodies = zip(*plan.rows, strict=True)
-                    await conn.execute(_INSERT_TAIL, key, positions, digests, bodies)
+                    await conn.execute(_INSERT_TAIL, key, positions, digests, bodies, timeout=deadline.left())
         except BaseException as exc:
             # The transaction rolled back, or may have: what we remember may be stale.
             self._remembered.forget(key)
             if isinstance(exc, _CommitLost):
-                _outcome_unknown("save to", session, exc)
+                _outcome_unknown("save to", session, exc, self._timeout)
             if isinstance(exc, _BACKEND_ERRORS):
-                _fail("save to", session, exc)
+                _fail("save to", session, exc, self._timeout)
             raise
         self._remembered.learn(key, plan.known(version))
 
@@ -220,11 +276,12 @@ class PostgresStore:
         """The session's transcript in the order saved; ``[]`` for an unused session."""
         session = check_session_id(session)
         key = session.encode("utf-8")
+        deadline = _Deadline(self._timeout)
         try:
-            async with self._connection("read of", session) as conn:
-                rows = await conn.fetch(_READ_TRANSCRIPT, key)
+            async with self._connection("read of", session, deadline) as conn:
+                rows = await conn.fetch(_READ_TRANSCRIPT, key, timeout=deadline.left())
         except _BACKEND_ERRORS as exc:
-            _fail("read of", session, exc)
+            _fail("read of", session, exc, self._timeout)
         if not rows:
             return []
         stored = [r for r in rows if r["body"] is not None]
@@ -242,68 +299,95 @@ class PostgresStore:
         session = check_session_id(session)
         data = check_steer_text(text).encode("utf-8")
         key = session.encode("utf-8")
+        deadline = _Deadline(self._timeout)
         try:
             # The share lock is held until commit, so a take waits for this insert to land.
             opening = _ENSURE_AND_SHARE_SESSION.format(key=_literal(key))
-            async with self._connection("add_steer to", session) as conn, _transaction(conn, opening):
-                await conn.execute(_INSERT_STEER, key, data)
+            async with (
+                self._connection("add_steer to", session, deadline) as conn,
+                _transaction(conn, deadline, opening),
+            ):
+                await conn.execute(_INSERT_STEER, key, data, timeout=deadline.left())
         except _CommitLost as exc:
-            _outcome_unknown("add_steer to", session, exc)
+            _outcome_unknown("add_steer to", session, exc, self._timeout)
         except _BACKEND_ERRORS as exc:
-            _fail("add_steer to", session, exc)
+            _fail("add_steer to", session, exc, self._timeout)
 
     async def take_steers(self, session: str) -> list[str]:
         """Remove and return every queued steer, oldest first; ``[]`` when none."""
         session = check_session_id(session)
         key = session.encode("utf-8")
         rows: list[Any] = []
+        deadline = _Deadline(self._timeout)
         try:
-            async with self._connection("take_steers from", session) as conn:
+            async with self._connection("take_steers from", session, deadline) as conn:
                 # Most takes find nothing; seeing an empty queue in one snapshot is
                 # already a correct answer, with no lock and no transaction.
-                if not await conn.fetchval(_ANY_STEER, key):
+                if not await conn.fetchval(_ANY_STEER, key, timeout=deadline.left()):
                     return []
                 # The lock comes with BEGIN, in one round trip; the DELETE is a statement
                 # of its own, whose snapshot is taken once the lock is held. The rows are
                 # in hand before COMMIT is sent.
-                async with _transaction(conn, _LOCK_SESSION.format(key=_literal(key))) as locked:
+                lock = _LOCK_SESSION.format(key=_literal(key))
+                async with _transaction(conn, deadline, lock) as locked:
                     if locked != "SELECT 1":
                         return []
-                    rows = await conn.fetch(_TAKE_STEERS, key)
+                    rows = await conn.fetch(_TAKE_STEERS, key, timeout=deadline.left())
         except _CommitLost as exc:
-            _outcome_unknown("take_steers from", session, exc, steers=_steers(rows))
+            _outcome_unknown("take_steers from", session, exc, self._timeout, steers=_steers(rows))
         except _BACKEND_ERRORS as exc:
-            _fail("take_steers from", session, exc)
+            _fail("take_steers from", session, exc, self._timeout)
         return _steers(rows)
 
-    @asynccontextmanager
-    async def _connection(self, operation: str, session: str) -> AsyncIterator[Any]:
-        """A connection from the pool, given back afterwards. A release that fails is
-        logged, never raised: after a commit the work is done, and after a failure
-        the caller needs the error that caused it."""
-        acquired = self._pool.acquire()
+    def _connection(self, operation: str, session: str, deadline: _Deadline) -> AbstractAsyncContextManager[Any]:
+        return _pooled(self._pool, operation, session, deadline)
+
+
+@asynccontextmanager
+async def _pooled(pool: Any, operation: str, session: str, deadline: _Deadline) -> AsyncIterator[Any]:
+    """A connection from ``pool`` within the deadline, given back afterwards. A
+    connection left in an unknown state (a statement timed out, the call was cancelled,
+    the protocol broke) is closed first. A release that fails is logged, never raised:
+    after a commit the work is done, and after a failure the caller needs the error
+    that caused it."""
+    acquired = pool.acquire(timeout=deadline.left())
+    try:
         conn = await acquired.__aenter__()
-        failed = True
+    except TimeoutError as exc:
+        raise TimeoutError(f"no connection from the pool within the store's timeout of {deadline.seconds:g} s") from exc
+    failed = True
+    try:
+        yield conn
+        failed = False
+    except BaseException as exc:
+        if _unsure(exc) and not _is_closed(conn):
+            conn.terminate()
+        raise
+    finally:
+        # Shielded, so that a release past the bound finishes (or gives up and closes
+        # the connection) in the background instead of being cut off mid-way.
+        release = asyncio.ensure_future(acquired.__aexit__(None, None, None))
+        release.add_done_callback(_retrieve)
         try:
-            yield conn
-            failed = False
-        finally:
-            try:
-                await acquired.__aexit__(None, None, None)
-            except Exception:
-                # After a failure the connection is usually dead and the pool's reset
-                # fails too: expected, so only worth a debug line.
-                _log.log(
-                    logging.DEBUG if failed else logging.WARNING,
-                    "giving back the connection after %s session %r failed",
-                    operation,
-                    session,
-                    exc_info=True,
+            async with asyncio.timeout(deadline.for_release()):
+                await asyncio.shield(release)
+        except Exception as exc:
+            if failed:
+                # The connection is usually dead and the pool's reset fails too:
+                # expected, and the caller gets the error that caused it.
+                _log.debug("giving back the connection after a failed %s session %r failed",
+                           operation, session, exc_info=True)
+            else:
+                _log.warning(
+                    "%s session %r succeeded, and anything it wrote is committed; giving its "
+                    "connection back to the pool then failed (%s), so the pool closes that connection "
+                    "and opens a new one when it next needs one",
+                    operation, session, _describe(exc),
                 )
 
 
 @asynccontextmanager
-async def _transaction(conn: Any, opening: str = "") -> AsyncIterator[str]:
+async def _transaction(conn: Any, deadline: _Deadline, opening: str = "") -> AsyncIterator[str]:
     """One transaction: ``BEGIN`` and the ``opening`` statements (none, or some separated
     by ``;``, without parameters) in one simple-protocol message, one round trip. It is
     READ COMMITTED whatever the server's or role's default, so each statement takes a
@@ -311,7 +395,9 @@ async def _transaction(conn: Any, opening: str = "") -> AsyncIterator[str]:
     last statement's status ("BEGIN", "SELECT 1", ...).
 
     Rolled back if the block raises (a failing rollback is logged, the block's error is
-    what propagates), committed if it does not. Raises :class:`_CommitLost` when the
+    what propagates), committed if it does not; neither when the connection's state is
+    unknown (a statement timed out: see :func:`_pooled`). Every statement, ROLLBACK and
+    COMMIT get what is left of ``deadline``. Raises :class:`_CommitLost` when the
     connection is lost once COMMIT was sent, and :class:`_InTransaction` before sending
     anything when the connection is inside a transaction already (a "pool" handing out
     an application's connection): the store's COMMIT would commit the application's work."""
@@ -321,21 +407,23 @@ async def _transaction(conn: Any, opening: str = "") -> AsyncIterator[str]:
             "commit or roll back before the store uses it"
         )
     try:
-        status: str = await conn.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED;{opening}")
+        status: str = await conn.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED;{opening}", timeout=deadline.left())
         yield status
-    except BaseException:
-        # A closed connection has nothing to roll back: the server rolls back on disconnect.
-        if not _is_closed(conn):
+        left = deadline.left()  # raising here, COMMIT is never sent
+    except BaseException as exc:
+        # A closed connection has nothing to roll back: the server rolls back on
+        # disconnect, as it does when _pooled closes a connection in an unknown state.
+        if not _is_closed(conn) and not _unsure(exc):
             try:
-                await conn.execute("ROLLBACK;")
+                await conn.execute("ROLLBACK;", timeout=deadline.for_release())
             except Exception:
-                # The connection is gone, and the server rolls back on disconnect.
                 _log.debug("rollback failed", exc_info=True)
+                conn.terminate()
         raise
     # A connection already closed never sent COMMIT: the server rolled back.
     sent = not _is_closed(conn)
     try:
-        await conn.execute("COMMIT;")
+        await conn.execute("COMMIT;", timeout=left)
     except Exception as exc:
         # The server answering with an error on a live connection is a refusal (the
         # transaction rolled back); anything else leaves the outcome unknown.
@@ -347,6 +435,20 @@ async def _transaction(conn: Any, opening: str = "") -> AsyncIterator[str]:
 def _literal(key: bytes) -> str:
     """``key`` as a SQL expression of type ``bytea`` made of hex digits only."""
     return f"decode('{key.hex()}', 'hex')"
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    # Its error is logged by whoever awaited it, or not worth a "never retrieved" line.
+    if not task.cancelled():
+        task.exception()
+
+
+def _unsure(exc: BaseException) -> bool:
+    """Whether ``exc`` leaves the connection in a state nobody knows (mid-statement, a
+    cancel request pending, the protocol broken), so that only closing it is safe. A
+    server's error and the store's own refusals leave it ready for ROLLBACK."""
+    unsure = (_CommitLost, OSError, asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError)
+    return isinstance(exc, unsure) or not isinstance(exc, Exception)
 
 
 def _is_closed(conn: Any) -> bool:
@@ -361,23 +463,32 @@ def _steers(rows: list[Any]) -> list[str]:
     return [bytes(r["text"]).decode("utf-8") for r in rows]
 
 
-def _fail(operation: str, session: str, exc: BaseException) -> NoReturn:
-    raise StoreError(f"{operation} session {session!r} failed: {_describe(exc)}") from exc
+def _fail(operation: str, session: str, exc: BaseException, timeout: float) -> NoReturn:
+    raise StoreError(f"{operation} session {session!r} failed: {_describe(exc, timeout)}") from exc
 
 
 def _outcome_unknown(
-    operation: str, session: str, lost: _CommitLost, *, steers: list[str] | None = None
+    operation: str, session: str, lost: _CommitLost, timeout: float, *, steers: list[str] | None = None
 ) -> NoReturn:
     cause = lost.__cause__ if lost.__cause__ is not None else lost
+    what = (
+        "COMMIT was sent and got no answer within the store's timeout"
+        if isinstance(cause, TimeoutError)
+        else "the connection to PostgreSQL was lost after COMMIT was sent"
+    )
     raise OutcomeUnknown(
-        f"{operation} session {session!r} may or may not have taken effect: the connection "
-        f"to PostgreSQL was lost after COMMIT was sent ({_describe(cause)})",
+        f"{operation} session {session!r} may or may not have taken effect: {what} "
+        f"({_describe(cause, timeout)})",
         steers=steers or (),
     ) from cause
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, timeout: float | None = None) -> str:
     text = str(exc)
+    if isinstance(exc, TimeoutError) and not text:
+        # asyncpg's statement timeout says nothing.
+        bound = f" of {timeout:g} s" if timeout is not None else ""
+        return f"PostgreSQL did not answer within the store's timeout{bound}"
     if isinstance(exc, asyncpg.InterfaceError) and "pool is closed" in text:
         return "the pool is closed"
     if isinstance(exc, (asyncpg.ConnectionDoesNotExistError, ConnectionError)) or (

@@ -30,23 +30,26 @@ How it keeps each PostgreSQL fact that breaks naive log stores, and the log cont
 Lost connections are handled as in :mod:`reference_stores.postgres` (whose helpers this
 module uses): the error that broke the transaction reaches the caller as
 :class:`~storetest.contract.StoreError`, and a connection lost after COMMIT was sent
-raises :class:`~storetest.contract.OutcomeUnknown`.
+raises :class:`~storetest.contract.OutcomeUnknown`; and every call is bounded by
+``timeout`` seconds as the transcript store's are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from reference_stores._entry_codec import decode_payload, decode_time, encode_payload, encode_time
 from reference_stores.postgres import (
     _BACKEND_ERRORS,
-    PostgresStore,
+    DEFAULT_TIMEOUT,
     _CommitLost,
+    _Deadline,
     _fail,
     _outcome_unknown,
+    _pooled,
     _transaction,
+    check_timeout,
 )
 from storetest.contract import StoreError, check_session_id
 from storetest.entries import Entry, check_batch, check_create, check_entries
@@ -113,6 +116,9 @@ class PostgresLogStore:
 
     :param pool: an ``asyncpg`` pool (or anything with its ``acquire()``), created on
         the event loop the store will be used from. The store never closes it.
+    :param timeout: seconds a call may take, all its waits together (as
+        :class:`~reference_stores.postgres.PostgresStore`'s).
+    :raises ValueError: ``timeout`` is not positive.
 
     Methods raise ``TypeError``/``ValueError`` for bad arguments (``ValueError`` for a
     batch :func:`~storetest.entries.check_batch` refuses, with nothing written), and
@@ -120,13 +126,9 @@ class PostgresLogStore:
     :class:`~storetest.contract.OutcomeUnknown` as the transcript store does.
     """
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self._pool = pool
-
-    def _connection(self, operation: str, session: str) -> AbstractAsyncContextManager[Any]:
-        # The transcript store's (it uses only ``_pool``): a connection from the pool,
-        # given back afterwards, a failed release logged and never raised.
-        return PostgresStore._connection(self, operation, session)  # type: ignore[arg-type]
+        self._timeout = check_timeout(timeout)
 
     def __repr__(self) -> str:
         return f"PostgresLogStore({self._pool!r})"
@@ -141,26 +143,28 @@ class PostgresLogStore:
         if not batch:
             return
         key = session.encode("utf-8")
+        deadline = _Deadline(self._timeout)
         try:
-            async with self._connection("append to", session) as conn, _transaction(conn):
-                first = await conn.fetchval(_RESERVE, key, len(batch))
+            async with _pooled(self._pool, "append to", session, deadline) as conn, _transaction(conn, deadline):
+                first = await conn.fetchval(_RESERVE, key, len(batch), timeout=deadline.left())
                 asked = {e.id for e in batch} | {e.parent_id for e in batch if e.parent_id is not None}
-                rows = await conn.fetch(_KNOWN_IDS, key, [i.encode("utf-8") for i in asked])
+                rows = await conn.fetch(_KNOWN_IDS, key, [i.encode("utf-8") for i in asked], timeout=deadline.left())
                 check_batch(session, batch, _Found({bytes(r["id"]).decode("utf-8") for r in rows}))
-                await self._insert(conn, key, first, batch)
+                await self._insert(conn, key, first, batch, deadline)
         except _CommitLost as exc:
-            _outcome_unknown("append to", session, exc)
+            _outcome_unknown("append to", session, exc, self._timeout)
         except _BACKEND_ERRORS as exc:
-            _fail("append to", session, exc)
+            _fail("append to", session, exc, self._timeout)
 
     async def entries(self, session: str) -> list[Entry]:
         """Every entry in append order; ``[]`` for a session never used."""
         session = check_session_id(session)
+        deadline = _Deadline(self._timeout)
         try:
-            async with self._connection("read of", session) as conn:
-                rows = await conn.fetch(_ROWS, session.encode("utf-8"))
+            async with _pooled(self._pool, "read of", session, deadline) as conn:
+                rows = await conn.fetch(_ROWS, session.encode("utf-8"), timeout=deadline.left())
         except _BACKEND_ERRORS as exc:
-            _fail("read of", session, exc)
+            _fail("read of", session, exc, self._timeout)
         try:
             return [
                 Entry(bytes(r["id"]).decode("utf-8"),
@@ -180,27 +184,28 @@ class PostgresLogStore:
         session = check_session_id(session)
         batch = check_create(session, entries)
         key = session.encode("utf-8")
+        deadline = _Deadline(self._timeout)
         try:
-            async with self._connection("create of", session) as conn, _transaction(conn):
-                if await conn.fetchval(_CREATE_SESSION, key, len(batch)) is None:
+            async with _pooled(self._pool, "create of", session, deadline) as conn, _transaction(conn, deadline):
+                if await conn.fetchval(_CREATE_SESSION, key, len(batch), timeout=deadline.left()) is None:
                     # The row exists: lock it; a row with no entries (none is left
                     # behind today) still counts as a session to create.
-                    first = await conn.fetchval(_RESERVE, key, len(batch))
+                    first = await conn.fetchval(_RESERVE, key, len(batch), timeout=deadline.left())
                     if first:
                         raise _Exists
                 else:
                     first = 0
-                await self._insert(conn, key, first, batch)
+                await self._insert(conn, key, first, batch, deadline)
         except _Exists:
             return False
         except _CommitLost as exc:
-            _outcome_unknown("create of", session, exc)
+            _outcome_unknown("create of", session, exc, self._timeout)
         except _BACKEND_ERRORS as exc:
-            _fail("create of", session, exc)
+            _fail("create of", session, exc, self._timeout)
         return True
 
     @staticmethod
-    async def _insert(conn: Any, key: bytes, first: int, batch: Sequence[Entry]) -> None:
+    async def _insert(conn: Any, key: bytes, first: int, batch: Sequence[Entry], deadline: _Deadline) -> None:
         times = [encode_time(e.created_at) for e in batch]
         await conn.execute(
             _INSERT, key, first,
@@ -208,6 +213,7 @@ class PostgresLogStore:
             [None if e.parent_id is None else e.parent_id.encode("utf-8") for e in batch],
             [us for us, _ in times], [offset for _, offset in times],
             [e.kind for e in batch], [encode_payload(e) for e in batch],
+            timeout=deadline.left(),
         )
 
 

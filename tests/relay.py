@@ -32,7 +32,11 @@ class Relay:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            server = socket.create_connection(self._target)
+            try:
+                server = socket.create_connection(self._target)
+            except OSError:
+                client.close()  # the server is down: so is this connection
+                continue
             for s in (client, server):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._relay(client, server)

@@ -16,8 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.faults import connkill, kill
+from tests.faults import connkill, kill, restart
 from tests.faults.proxy import MYSQL_COMMIT, CuttingProxy
+from tests.faults.servers import PrivateServer, skip_unless_private
 from tests.faults.settings import CONNECTION_KILLS, CUT_SHARE, KILLS, SEED, report
 
 pytest.importorskip("pymysql")
@@ -116,3 +117,99 @@ def test_mysql_connections_killed_at_random_points(mysql_db: str) -> None:
     admin.close()
     assert not errors, errors
     report("connection kills mysql", connkill.figures(run, kills))
+
+
+# Server restarts and stalls (issue 33) ---------------------------------------------
+
+BOUND = 1.5  # the connections' read_timeout and write_timeout in these tests
+
+
+def _mysql_ready(url: str) -> bool:
+    try:
+        connect(url, connect_timeout=2).close()
+    except Exception:
+        return False
+    return True
+
+
+def test_mysql_restarted_under_a_workload_of_several_processes() -> None:
+    """Normal shutdowns and SIGKILL of the server, down 2 s each, under savers, adders
+    and takers in three processes, each with one store on one connection: nothing lost,
+    duplicated, torn or landed after failing; every call inside an outage fails within
+    the bound; every handle works afterwards (reconnecting)."""
+    skip_unless_private("mysql")
+    server = PrivateServer("mysql", _mysql_ready)
+    proxy = None
+    try:
+        with closing(connect(server.url, autocommit=True)) as conn, conn.cursor() as cur:
+            cur.execute("CREATE DATABASE restarts CHARACTER SET utf8mb4")
+            cur.execute("USE restarts")
+            for statement in SCHEMA:
+                cur.execute(statement)
+        url = urlsplit(server.url)._replace(path="/restarts").geturl()
+        parts = urlsplit(url)
+        proxy = CuttingProxy("127.0.0.1", parts.port or 3306)
+        proxied = urlunsplit((parts.scheme, f"{parts.netloc.rsplit(':', 1)[0]}:{proxy.port}", parts.path, "", ""))
+
+        def open_stores() -> dict[str, Any]:
+            return {"store": MySQLStore(connect(proxied, read_timeout=BOUND, write_timeout=BOUND))}
+
+        def drain() -> list[str]:
+            with closing(connect(url)) as conn:
+                store, taken = MySQLStore(conn), []
+                while got := store.take_steers(restart.QUEUE):
+                    taken += got
+                return taken
+
+        figures = restart.run(server, proxy, MYSQL_COMMIT, open_stores, drain, None, ["fast", "SIGKILL"], BOUND)
+    finally:
+        if proxy is not None:
+            proxy.close()
+        server.close()
+    report("restarts mysql", figures)
+
+
+def test_mysql_connections_stalled_past_the_bound(mysql_db: str) -> None:
+    """The network stalled for longer than the connections' read/write timeouts, between
+    statements and right after a COMMIT went up, under savers, adders and takers on two
+    stores given a factory: every call ends within the
+    bound + 1 s, nothing is lost, duplicated or torn, the same handles work after.
+    Stores given a factory: one given a connection runs one call at a time, and a call
+    queued behind a stalled one waits for it first (the module docstring says so)."""
+    parts = urlsplit(mysql_db)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 3306)
+    proxied = urlunsplit((parts.scheme, f"{parts.netloc.rsplit(':', 1)[0]}:{proxy.port}", parts.path, "", ""))
+    checker_conn = connect(mysql_db)
+    stores = [MySQLStore(lambda: connect(proxied, read_timeout=BOUND, write_timeout=BOUND)) for _ in range(2)]
+    run = connkill.Run(checker=MySQLStore(checker_conn, cache_sessions=0))
+    sessions = [f"stall-{secrets.token_hex(3)}-{i}" for i in range(2)]
+    errors: list[BaseException] = []
+
+    def thread(work: Any) -> None:
+        try:
+            asyncio.run(work())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=thread, args=(w,)) for w in connkill.workers(run, stores, sessions)]
+    for t in threads:
+        t.start()
+    try:
+        windows = asyncio.run(connkill.stall_twice(proxy, MYSQL_COMMIT, BOUND + 1))
+    finally:
+        run.stop.set()
+        proxy.resume()
+        for t in threads:
+            t.join()
+    try:
+        for store in stores:
+            store.save(sessions[0], [])
+            store.add_steer(sessions[0], "after")
+            if store.take_steers(sessions[0]) != ["after"] or store.messages(sessions[0]):
+                run.problems.append("a handle did not work after the stalls")
+        asyncio.run(connkill.drain(run))
+    finally:
+        proxy.close()
+        checker_conn.close()
+    assert not errors, errors
+    report("stalls mysql", {"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter())})

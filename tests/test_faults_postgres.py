@@ -7,19 +7,23 @@ import asyncio
 import random
 import secrets
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.faults import connkill, kill
+from tests.faults import connkill, kill, restart
 from tests.faults.proxy import POSTGRES_COMMIT, CuttingProxy
+from tests.faults.servers import PrivateServer, skip_unless_private
 from tests.faults.settings import CONNECTION_KILLS, CUT_SHARE, KILLS, SEED, report
 
 asyncpg = pytest.importorskip("asyncpg")
 
 from reference_stores.postgres import SCHEMA, PostgresStore  # noqa: E402
+from reference_stores.postgres_log import SCHEMA as LOG_SCHEMA  # noqa: E402
+from reference_stores.postgres_log import PostgresLogStore  # noqa: E402
 
 
 class _SyncPostgres:
@@ -140,3 +144,125 @@ def test_postgres_connections_killed_at_random_points(request: pytest.FixtureReq
         return connkill.figures(run, kills)
 
     report("connection kills postgres", asyncio.run(main()))
+
+
+# Server restarts and stalls (issue 33) ---------------------------------------------
+
+BOUND = 1.5  # the stores' timeout in these tests
+
+
+def _pg_ready(url: str) -> bool:
+    async def probe() -> None:
+        conn = await asyncpg.connect(url, timeout=2)
+        await conn.close()
+
+    try:
+        asyncio.run(probe())
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+        return False
+    return True
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivateServer]:
+    """A PostgreSQL server of this test's own, to restart; with its tables."""
+    skip_unless_private("postgres")
+    server = PrivateServer("postgres", _pg_ready)
+
+    async def apply() -> None:
+        conn = await asyncpg.connect(server.url)
+        try:
+            await conn.execute(SCHEMA)
+            await conn.execute(LOG_SCHEMA)
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.run(apply())
+        yield server
+    finally:
+        server.close()
+
+
+def test_postgres_restarted_under_a_workload_of_several_processes(private_postgres: PrivateServer) -> None:
+    """Fast and immediate shutdowns and SIGKILL of the server, down 2 s each, under
+    savers, adders, takers and log appenders in three processes: nothing lost,
+    duplicated, torn or landed after failing; every call inside an outage fails within
+    the bound; every handle works afterwards."""
+    url = private_postgres.url
+    parts = urlsplit(url)
+    proxy = CuttingProxy("127.0.0.1", parts.port or 5432)
+    proxied = urlunsplit((parts.scheme, f"postgres@127.0.0.1:{proxy.port}", parts.path, "", ""))
+
+    async def open_stores() -> dict[str, Any]:
+        pool = await asyncpg.create_pool(proxied, min_size=1, max_size=4)
+        return {"store": PostgresStore(pool, timeout=BOUND), "log": PostgresLogStore(pool, timeout=BOUND)}
+
+    async def _drain() -> list[str]:
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=1)
+        try:
+            store, taken = PostgresStore(pool), []
+            while got := await store.take_steers(restart.QUEUE):
+                taken += got
+            return taken
+        finally:
+            await pool.close()
+
+    async def _log(session: str) -> list[str]:
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=1)
+        try:
+            return [e.id for e in await PostgresLogStore(pool).entries(session)]
+        finally:
+            await pool.close()
+
+    try:
+        figures = restart.run(
+            private_postgres, proxy, POSTGRES_COMMIT, open_stores, lambda: asyncio.run(_drain()),
+            lambda s: asyncio.run(_log(s)), ["fast", "immediate", "SIGKILL"], BOUND,
+        )
+    finally:
+        proxy.close()
+    report("restarts postgres", figures)
+
+
+def test_postgres_connections_stalled_past_the_bound(request: pytest.FixtureRequest) -> None:
+    """The network stalled (forwarding nothing, resetting nothing) for longer than the
+    stores' timeout, between statements and right after a COMMIT went up, under savers,
+    adders and takers: every call ends within the bound + 1 s, nothing is lost,
+    duplicated or torn, and the same handles work once the network does."""
+    url = _postgres_url(request)
+    parts = urlsplit(url)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    proxied = urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
+
+    async def main() -> dict[str, Any]:
+        pools = [await asyncpg.create_pool(proxied, min_size=1, max_size=4) for _ in range(2)]
+        direct = await asyncpg.create_pool(url, min_size=1, max_size=2)
+        run = connkill.Run(checker=PostgresStore(direct))
+        sessions = [f"stall-{secrets.token_hex(3)}-{i}" for i in range(2)]
+        stores = [PostgresStore(p, timeout=BOUND) for p in pools]
+        tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
+        try:
+            windows = await connkill.stall_twice(proxy, POSTGRES_COMMIT, BOUND + 1)
+            run.stop.set()
+            await asyncio.gather(*tasks)
+            # The same handles, once the network works again: a round of every call.
+            for store in stores:
+                await store.save(sessions[0], [])
+                await store.add_steer(sessions[0], "after")
+                if await store.take_steers(sessions[0]) != ["after"] or await store.messages(sessions[0]):
+                    run.problems.append("a handle did not work after the stalls")
+            await connkill.drain(run)
+        finally:
+            run.stop.set()
+            proxy.resume()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for pool in [*pools, direct]:
+                pool.terminate()
+            proxy.close()
+        return {"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter())}
+
+    report("stalls postgres", asyncio.run(main()))

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from reference_stores.jsonl_log import JsonlLogStore, LogCorrupted, session_path
-from storetest.contract import MAX_SESSION_ID_BYTES, Message
+from storetest.contract import MAX_SESSION_ID_BYTES, Message, StoreError
 from storetest.entries import Entry
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -170,3 +172,95 @@ def test_writers_in_several_processes_lose_nothing_and_never_interleave(tmp_path
     for w in range(4):
         mine = [r for r in runs if r.startswith(f"w{w}-")]
         assert mine == [f"w{w}-{b}" for b in range(25)]
+
+
+@pytest.mark.parametrize("content", [b"", b'{"type":"session","vers', b'{"type":"session","version":1,"id":"s"}'])
+def test_an_empty_or_header_less_file_is_corruption_named_by_file(tmp_path: Path, content: bytes) -> None:
+    """Issue 32: a file cut to 0 bytes, or to a torn first line, read as an empty
+    session. The store writes a new file whole, so neither can be a torn tail."""
+    path = session_path(tmp_path, "s")
+    path.write_bytes(content)
+    store = JsonlLogStore(tmp_path)
+    for call in (lambda: store.entries("s"), lambda: store.append("s", [msg("a")]),
+                 lambda: store.create("s", [msg("a")])):
+        with pytest.raises(LogCorrupted, match=rf"session 's' is corrupt: {path}"):
+            call()
+    assert path.read_bytes() == content  # refused, never "repaired"
+
+
+def test_the_first_write_appears_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first write that fails half-way leaves no file (the old store left one of 0
+    bytes), and the next append creates it."""
+    store = JsonlLogStore(tmp_path)
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data)[:10]) and (_ for _ in ()).throw(
+        OSError(28, "No space left on device")))
+    with pytest.raises(StoreError, match=r"append to session 's' failed: .*No space left"):
+        store.append("s", chain("e", 3))
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == []
+    store.append("s", chain("e", 3))
+    assert [e.id for e in JsonlLogStore(tmp_path).entries("s")] == ["e0", "e1", "e2"]
+
+
+def test_racing_first_writes_from_two_handles_both_land(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two handles find no file and both write one: the one whose link fails appends
+    to the other's, checking its ids against it (a create returns False)."""
+    mine, theirs = JsonlLogStore(tmp_path), JsonlLogStore(tmp_path)
+    real = os.link
+
+    def link_after_theirs(entry_id: str) -> None:
+        def link(src: str, dst: str) -> None:
+            monkeypatch.setattr(os, "link", real)
+            theirs.append(Path(dst).stem, [msg(entry_id)])
+            real(src, dst)
+
+        monkeypatch.setattr(os, "link", link)
+
+    link_after_theirs("theirs")
+    mine.append("s", [msg("mine")])
+    assert [e.id for e in JsonlLogStore(tmp_path).entries("s")] == ["theirs", "mine"]
+    link_after_theirs("same")
+    with pytest.raises(ValueError, match="'same'"):
+        mine.append("u", [msg("same")])  # checked again, against their file
+    link_after_theirs("theirs")
+    assert mine.create("t", [msg("mine")]) is False
+    assert [[e.id for e in JsonlLogStore(tmp_path).entries(x)] for x in "ut"] == [["same"], ["theirs"]]
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_a_kill_during_the_first_write_leaves_no_session_file(tmp_path: Path) -> None:
+    """SIGKILL of a process writing a session's first, large batch: the file is whole
+    or absent (never empty, never header-less), and the next append works. The kills
+    are aimed at the write, and some are seen to land in it (its temp file is left)."""
+    rng = random.Random(7)
+    big = [Entry.message(f"e{i}", None, T0, Message.text("user", "x" * 100_000)) for i in range(20)]
+    landed = 0
+    for k in range(8):
+        directory = tmp_path / str(k)
+        store = JsonlLogStore(directory, fsync=False)
+        ready, go = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.write(go, b"r")
+                store.append("s", big)
+            finally:
+                os._exit(0)
+        os.read(ready, 1)
+        deadline = time.monotonic() + 5
+        while not os.listdir(directory) and time.monotonic() < deadline:
+            time.sleep(0.0002)  # aim at the write: its first file exists
+        time.sleep(rng.uniform(0, 0.004))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(ready)
+        os.close(go)
+        names = os.listdir(directory)
+        landed += any(n.endswith(".tmp") for n in names) and "s.jsonl" not in names
+        got = JsonlLogStore(directory).entries("s")
+        # No file, or a whole one: a file holding part of the write is what a kill left before.
+        assert "s.jsonl" not in names or [e.id for e in got] == [e.id for e in big], (k, len(got))
+        JsonlLogStore(directory).append("s", [msg("after")] if not got else [msg("after", "e19")])
+        assert JsonlLogStore(directory).entries("s")[-1].id == "after"
+    assert landed > 0, "no kill landed inside a first write: the test proved nothing"

@@ -205,6 +205,8 @@ def test_a_connection_lost_mid_save_leaves_the_old_transcript(db: str) -> None:
         database=parts.path.lstrip("/"),
         charset="utf8mb4",
         ssl_disabled=True,
+        read_timeout=30,
+        write_timeout=30,
     )
     store = MySQLStore(dying)
     with pytest.raises(StoreError, match=r"^save to session 'torn\?' failed: "):

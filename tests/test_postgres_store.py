@@ -5,6 +5,7 @@ incremental saves, lost connections, and where throwaway databases come from."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -424,7 +425,7 @@ class _OneConnection:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
 
-    def acquire(self) -> _OneConnection:
+    def acquire(self, timeout: float | None = None) -> _OneConnection:
         return self
 
     async def __aenter__(self) -> Any:
@@ -484,7 +485,7 @@ class _ReleaseFails:
     def __init__(self, pool: Any) -> None:
         self.pool = pool
 
-    def acquire(self) -> _ReleaseFails._Acquire:
+    def acquire(self, timeout: float | None = None) -> _ReleaseFails._Acquire:
         return _ReleaseFails._Acquire(self.pool)
 
     class _Acquire:
@@ -503,11 +504,13 @@ class _ReleaseFails:
 
 
 def test_a_commit_that_landed_is_a_success_though_the_release_fails(
-    storetest_postgres_url: str,
+    storetest_postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 10, items 1 and 2: a take whose release raised lost the steers it had
-    deleted, and asyncpg's raw InternalClientError escaped."""
+    deleted, and asyncpg's raw InternalClientError escaped. Issue 32: the warning then
+    logged read like a failure, with a traceback; it says what happened instead."""
     session = _session()
+    caplog.set_level(logging.WARNING, logger="reference_stores.postgres")
 
     async def main() -> tuple[list[str], list[str], list[Message]]:
         pool = await _pool(storetest_postgres_url)
@@ -525,6 +528,15 @@ def test_a_commit_that_landed_is_a_success_though_the_release_fails(
     assert taken == ["one", "two"]
     assert left == []
     assert transcript == [Message.text("user", "kept")]
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 5  # two adds, a save, a take, a read
+    assert warned[0].getMessage() == (
+        f"add_steer to session {session!r} succeeded, and anything it wrote is committed; "
+        "giving its connection back to the pool then failed (the connection to PostgreSQL broke "
+        "mid-protocol (cannot switch to state 15; another operation (2) is in progress)), "
+        "so the pool closes that connection and opens a new one when it next needs one"
+    )
+    assert all(r.exc_info is None for r in warned)  # no traceback that reads like a failure
 
 
 def _proxied(url: str, port: int) -> str:

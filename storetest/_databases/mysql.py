@@ -51,9 +51,10 @@ _MAX_SOCKET_PATH = 100
 def connect(url: str, **kwargs: Any) -> Any:
     """A pymysql connection for a ``mysql://user:password@host:port/dbname`` URL.
 
-    The connection speaks ``utf8mb4`` and has autocommit off (and skips TLS to a
-    loopback address); ``kwargs`` are passed to :func:`pymysql.connect` and override
-    those defaults.
+    The connection speaks ``utf8mb4``, has autocommit off, gives up on a read or write
+    after 30 seconds (``read_timeout``, ``write_timeout``: what bounds a store's calls)
+    and skips TLS to a loopback address; ``kwargs`` are passed to
+    :func:`pymysql.connect` and override those defaults.
 
     :raises ValueError: ``url`` is not a ``mysql://`` (or ``mariadb://``) URL.
     """
@@ -69,6 +70,8 @@ def connect(url: str, **kwargs: Any) -> Any:
         "password": unquote(parts.password or ""),
         "charset": "utf8mb4",
         "autocommit": False,
+        "read_timeout": 30,
+        "write_timeout": 30,
     }
     if options["host"] in _LOOPBACK:
         # pymysql otherwise tries TLS ("preferred") and builds a fresh SSL context per

@@ -19,6 +19,7 @@ import asyncio
 import inspect
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -48,21 +49,28 @@ class Run:
     torn: int = 0
     failed_saves_that_changed_something: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Every call: operation, start and end (time.monotonic()), outcome ("ok" or its kind).
+    calls: list[tuple[str, float, float, str]] = field(default_factory=list)
 
     async def attempt(
         self, op: str, session: str, call: Callable[[], Any]
     ) -> tuple[Any, BaseException | None]:
         with self.lock:
             self.operations[op] += 1
+        start = time.monotonic()
         try:
-            return await _call(call()), None
+            result = await _call(call())
         except Exception as exc:
             with self.lock:
+                self.calls.append((op, start, time.monotonic(), error_kind(exc)))
                 self.errors[error_kind(exc)] += 1
                 problem = error_problem(op, session, exc)
                 if problem:
                     self.problems.append(problem)
             return None, exc
+        with self.lock:
+            self.calls.append((op, start, time.monotonic(), "ok"))
+        return result, None
 
     async def observe(self, session: str, possible: set[tuple[str, int]], why: str) -> set[tuple[str, int]]:
         got = whole(await _call(self.checker.messages(session)))
@@ -160,3 +168,43 @@ def pause(rng: random.Random) -> float:
     # Mostly short, so kills land inside operations, not between them.
     return rng.uniform(0.0, 0.015)
 
+
+
+
+async def stall_twice(proxy: Any, commit: bytes, hold: float) -> list[tuple[str, float, float]]:
+    """Stall the network twice under the running workers, ``hold`` seconds each (longer
+    than the stores' bound): from a moment between statements, and right after a COMMIT
+    went up. Returns each stall's kind, start and end (``time.monotonic()``)."""
+    windows = []
+    for where in ("before a statement", "at COMMIT"):
+        await asyncio.sleep(0.5)
+        if where == "at COMMIT":
+            proxy.stall_after_commit(commit)
+            while not proxy.stalled.is_set():
+                await asyncio.sleep(0.001)
+        else:
+            proxy.stall()
+        start = time.monotonic()
+        await asyncio.sleep(hold)
+        proxy.resume()
+        windows.append((where, start, time.monotonic()))
+    await asyncio.sleep(0.5)
+    return windows
+
+
+def stall_rows(run: Run, windows: list[tuple[str, float, float]], bound: float) -> list[dict[str, Any]]:
+    """The stall table: what the calls caught in each stall (begun before it ended,
+    ended after it began) did, and how long they took. Every call longer than the
+    bound plus 1 s becomes a problem."""
+    rows = []
+    for where, start, end in windows:
+        caught = [c for c in run.calls if c[1] < end and c[2] > start]
+        rows.append({
+            "stall": where, "held (s)": round(end - start, 1), "calls caught": len(caught),
+            "StoreError": sum(c[3].startswith("StoreError") for c in caught),
+            "OutcomeUnknown": sum(c[3].startswith("OutcomeUnknown") for c in caught),
+            "returned": sum(c[3] == "ok" for c in caught),
+            "slowest (s)": round(max((c[2] - c[1] for c in caught), default=0.0), 2),
+        })
+    run.problems += [f"{op} took {e - s:.2f} s (bound {bound} s)" for op, s, e, _ in run.calls if e - s > bound + 1]
+    return rows

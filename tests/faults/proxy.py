@@ -1,6 +1,9 @@
-"""A TCP proxy in front of a real database server that can cut a connection at the one
-moment no server-side kill can reach: after COMMIT has reached the server and before
-its answer reaches the client. The server commits; the client sees a lost connection.
+"""A TCP proxy in front of a real database server that makes the two network faults no
+server-side kill can: it cuts a connection after COMMIT has reached the server and
+before its answer reaches the client (the server commits; the client sees a lost
+connection), and it stalls the network, forwarding nothing either way and resetting
+nothing, for as long as a test says (before a statement, or right after a COMMIT went
+up: the server commits and its answer waits).
 """
 
 from __future__ import annotations
@@ -20,15 +23,22 @@ MYSQL_COMMIT = b"\x03COMMIT"
 class CuttingProxy(Relay):
     """Forwards every connection to ``(host, port)``. After :meth:`cut_after_commit`,
     the next client chunk holding the marker is forwarded, the server's answer is
-    awaited and dropped, and both sides are closed."""
+    awaited and dropped, and both sides are closed. While stalled (:meth:`stall`,
+    :meth:`stall_after_commit`), each direction of every connection holds what it reads
+    until :meth:`resume`, then forwards it: a stall delays bytes, it loses none."""
 
     def __init__(self, host: str, port: int) -> None:
         self._armed: bytes | None = None
+        self._stall_armed: bytes | None = None
         self._lock = threading.Lock()
+        self._flowing = threading.Event()
+        self._flowing.set()
         #: Set once a cut has happened: the server has answered the COMMIT.
         self.cut = threading.Event()
         #: How many COMMITs were cut so far.
         self.cuts = 0
+        #: Set once a stall armed by stall_after_commit has begun.
+        self.stalled = threading.Event()
         super().__init__(host, port)
 
     def cut_after_commit(self, marker: bytes) -> None:
@@ -38,6 +48,22 @@ class CuttingProxy(Relay):
         with self._lock:
             self._armed = marker
 
+    def stall(self) -> None:
+        """Forward nothing from now on, in either direction, until :meth:`resume`."""
+        self._flowing.clear()
+
+    def stall_after_commit(self, marker: bytes) -> None:
+        """Stall right after forwarding the next client chunk holding ``marker``."""
+        self.stalled.clear()
+        with self._lock:
+            self._stall_armed = marker
+
+    def resume(self) -> None:
+        """Forward again, what was held first."""
+        with self._lock:
+            self._stall_armed = None
+        self._flowing.set()
+
     def _relay(self, client: socket.socket, server: socket.socket) -> None:
         swallow = threading.Event()
         threading.Thread(target=self._up, args=(client, server, swallow), daemon=True).start()
@@ -46,12 +72,21 @@ class CuttingProxy(Relay):
     def _up(self, client: socket.socket, server: socket.socket, swallow: threading.Event) -> None:
         try:
             while data := client.recv(65536):
+                self._flowing.wait()
+                stall_now = False
                 with self._lock:
                     if self._armed is not None and self._armed in data:
                         self._armed = None
                         # Set before forwarding: whatever the server sends next is the answer.
                         swallow.set()
+                    if self._stall_armed is not None and self._stall_armed in data:
+                        self._stall_armed = None
+                        stall_now = True
+                        # Before forwarding: the answer must find the network stalled.
+                        self._flowing.clear()
                 server.sendall(data)
+                if stall_now:
+                    self.stalled.set()
         except OSError:
             pass
         close_all(client, server)
@@ -64,8 +99,8 @@ class CuttingProxy(Relay):
                     self.cuts += 1
                     self.cut.set()
                     break
+                self._flowing.wait()
                 client.sendall(data)
         except OSError:
             pass
         close_all(client, server)
-

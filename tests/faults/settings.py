@@ -22,12 +22,26 @@ _ZERO = (
     "unexpected",
     "reordered",
     "failed saves that changed something",
+    "failed log batches that landed",
+    "handles failing after the last restart",
     "errors not a StoreError naming operation, session and cause",
 )
 
 
+def table(rows: list[dict[str, Any]]) -> str:
+    """``rows`` (dicts with the same keys) as a Markdown table."""
+    head = list(rows[0])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(r[k]) for k in head) + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def report(name: str, figures: dict[str, Any]) -> None:
+    """Print the figures (a restart or stall table first) and fail on any that must be 0."""
     figures = {"run": name, "seed": SEED, **figures}
+    for key in ("restarts", "stalls"):
+        if figures.get(key):
+            sys.stdout.write(f"\n{name}: {key}\n\n{table(figures[key])}\n\n")
     text = json.dumps(figures, indent=1, default=str)
     sys.stdout.write(f"{text}\n")
     target = os.environ.get("STORETEST_FAULT_FIGURES")

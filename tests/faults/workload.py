@@ -51,6 +51,7 @@ _OPERATION_WORDS = {
     "messages": ("read", "messages"),
     "add_steer": ("add_steer",),
     "take_steers": ("take_steers",),
+    "append": ("append",),
 }
 
 

@@ -1,0 +1,164 @@
+"""A throwaway server that one test owns, to stop and start again: the run-wide server
+other xdist workers use must never be restarted under them.
+
+It is started the way :mod:`storetest._databases` starts a local server, then restarted
+once from its own command line (read from ``/proc``, Linux only) with commits that
+survive the server process being killed (PostgreSQL ``synchronous_commit=on``, MariaDB
+``innodb_flush_log_at_trx_commit=2``; the run-wide servers trade that away for speed).
+No fsync is needed for that: only the server process dies, never the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from storetest import _databases
+
+#: How a test stops a server: PostgreSQL's fast (SIGINT) and immediate (SIGQUIT)
+#: shutdowns, MariaDB's normal one (SIGTERM), or SIGKILL of every server process.
+Stop = Literal["fast", "immediate", "SIGKILL"]
+
+_DURABLE = {
+    "postgres": ["-c", "synchronous_commit=on"],
+    "mysql": ["--innodb-flush-log-at-trx-commit=2"],
+}
+
+
+def skip_unless_private(backend: str) -> None:
+    """Skip (or fail, if ``STORETEST_REQUIRE`` names the backend) when no private server
+    can be had: one named by ``STORETEST_<BACKEND>_URL`` is not ours to restart."""
+    if _databases.url_from_env(backend) is not None:
+        pytest.skip(
+            f"STORETEST_{backend.upper()}_URL names a server storetest did not start: "
+            "restarting it would disturb whoever else uses it; unset it to run this test "
+            "on a private throwaway server"
+        )
+
+
+class PrivateServer:
+    """A local server in a temp dir of its own; :meth:`stop` and :meth:`start` again on
+    the same port and data. :meth:`close` removes it."""
+
+    def __init__(self, backend: Literal["postgres", "mysql"], ready: Callable[[str], bool]) -> None:
+        self.backend = backend
+        self._ready = ready
+        top = Path(tempfile.mkdtemp(prefix=f"storetest-private-{backend}-"))
+        try:
+            server = self._first_start(backend, top)
+        except _databases.Unavailable as exc:
+            shutil.rmtree(top, ignore_errors=True)
+            if backend in _databases.required_backends():
+                pytest.fail(f"STORETEST_REQUIRE names {backend}, but no private server: {exc}")
+            pytest.skip(f"no private {backend} server here: {exc}")
+        self.url = server.url
+        self._directory = server.directory
+        self._top = top
+        self.pid = server.pid
+        self._argv = _cmdline(self.pid)
+        self._as: dict[str, Any] = {}
+        uid = os.stat(f"/proc/{self.pid}").st_uid
+        if uid != os.getuid():
+            entry = pwd.getpwuid(uid)
+            self._as = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+        self.stop("fast")
+        self._argv += _DURABLE[backend]
+        self.start()
+
+    @staticmethod
+    def _first_start(backend: str, top: Path) -> Any:
+        if backend == "postgres":
+            from storetest._databases import postgres
+
+            bindir = postgres.find_bindir()
+            if bindir is None:
+                raise _databases.Unavailable(postgres.HOW_TO_ENABLE)
+            return postgres._start_local(bindir, top)
+        from storetest._databases import mysql
+
+        binaries = mysql._local_binaries()
+        if binaries is None:
+            raise _databases.Unavailable("no mariadbd/mysqld and install-db binaries")
+        return mysql._start_local(top, *binaries)
+
+    def stop(self, how: Stop) -> None:
+        """Stop the server and wait until every one of its processes is gone."""
+        children = _children(self.pid)
+        if how == "SIGKILL":
+            # The server's children too: PostgreSQL's backends outlive a killed
+            # postmaster, and a new one refuses to start while they hold its memory.
+            for pid in [self.pid, *children]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        else:
+            clean = signal.SIGTERM if self.backend == "mysql" else signal.SIGINT
+            os.kill(self.pid, signal.SIGQUIT if how == "immediate" else clean)
+        for pid in [self.pid, *children]:
+            _reap(pid)
+
+    def start(self) -> None:
+        """Start it again from its command line; return once it accepts connections."""
+        with open(Path(self._top) / "restarts.log", "ab") as log:
+            process = subprocess.Popen(
+                self._argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, **self._as,
+            )
+        self.pid = process.pid
+        deadline = time.monotonic() + 60
+        while not self._ready(self.url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the private {self.backend} server did not come back: {self._argv}")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        try:
+            self.stop("SIGKILL")
+        finally:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            shutil.rmtree(self._top, ignore_errors=True)
+
+
+def _cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _reap(pid: int) -> None:
+    """Wait for ``pid`` to exit: ours to reap if it is our child, else watched."""
+    try:
+        os.waitpid(pid, 0)
+        return
+    except ChildProcessError:
+        pass
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return
+        if state == "Z":
+            return
+        time.sleep(0.01)
