@@ -15,7 +15,8 @@ version and must learn what the other wrote.
     python benchmarks/save_growth.py --backend postgres --repeats 5
 
 Databases come from ``storetest.databases.throwaway`` (``STORETEST_POSTGRES_URL``, a
-Docker engine, or local server binaries, stopped at the end). To add a backend, add an
+Docker engine, or local server binaries, stopped at the end; Redis under a key prefix
+of the run's own, with no persistence on a server it starts). To add a backend, add an
 entry to ``BACKENDS``: an async context manager taking a private directory and
 yielding two store handles on one backend (async or sync methods both work); raise
 ``Unavailable`` or ``ImportError`` to have it reported as skipped.
@@ -86,11 +87,27 @@ async def _mysql(directory: Path) -> AsyncIterator[Any]:
             other.close()
 
 
+@asynccontextmanager
+async def _redis(directory: Path) -> AsyncIterator[Any]:
+    from redis.asyncio import Redis
+
+    from reference_stores.redis import RedisStore
+
+    with databases.throwaway("redis") as (url, prefix):
+        one, two = Redis.from_url(url), Redis.from_url(url)
+        try:
+            yield RedisStore(one, prefix=prefix), RedisStore(two, prefix=prefix)
+        finally:
+            await one.aclose()
+            await two.aclose()
+
+
 #: Backend name -> factory. Other backends plug in here.
 BACKENDS: dict[str, Factory] = {
     "postgres": _postgres,
     "mysql": _mysql,
     "sqlite": _sqlite,
+    "redis": _redis,
 }
 
 

@@ -4,8 +4,9 @@ the clause meant for it, with the diagnosis the suite actually gave.
     python scripts/broken_stores_table.py            # writes docs/broken-stores.md
     python scripts/broken_stores_table.py --seed 7   # the seed for every run
 
-Each store runs through ``storetest.check()``; the throwaway PostgreSQL and MariaDB
-databases come from ``storetest.databases``, one of each for the whole run. Text
+Each store runs through ``storetest.check()``; the throwaway PostgreSQL, MariaDB and
+Redis databases (a server and a cluster) come from ``storetest.databases``, one of each
+for the whole run. Text
 between the ``<!-- storetest check -->`` markers of an existing file is kept.
 """
 

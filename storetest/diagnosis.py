@@ -15,6 +15,7 @@ from storetest.contract import Attachment, Content, Message, Text, ToolCall, Too
 from storetest.entries import Compaction, Custom, Entry
 
 __all__ = [
+    "describe_backend_refusal",
     "describe_entry",
     "describe_id_merge",
     "describe_log",
@@ -249,6 +250,11 @@ def describe_id_merge(one: str, other: str) -> str:
         longer = max(one, other, key=len)
         if longer[shorter:].strip(" ") == "":
             return "ids that differ only by trailing spaces were merged (a PAD SPACE collation or strip())"
+        if longer[shorter] in ":/.":
+            return (
+                f"an id was merged with the id it starts with plus {longer[shorter:]!r}: keys built as "
+                "prefix:<id> and prefix:<id>:<kind> collide (escape the id, or close it in a hash tag)"
+            )
         return (
             f"an id was merged with its {shorter}-character prefix "
             "(ids truncated, or matched with LIKE/startswith)"
@@ -280,6 +286,29 @@ def describe_id_merge(one: str, other: str) -> str:
     if "%" in one + other or "_" in one + other:
         return "ids with SQL wildcards (% or _) matched other ids (LIKE instead of =)"
     return "two distinct ids share data (ids hashed or truncated?)"
+
+
+# Redis Cluster's refusal of a multi-key command across slots: the server's reply
+# (CROSSSLOT, "Keys in request don't hash to the same slot"), and redis-py's own checks
+# before sending ("... all keys must map to the same key slot", "... cluster transaction
+# must map to the same slot").
+_CROSS_SLOT = re.compile(r"CROSSSLOT|hash to the same slot|must map to the same (key )?slot|CrossSlot")
+
+
+def describe_backend_refusal(error: str) -> str | None:
+    """What a backend's refusal says about the store's keys, when it says something
+    (``error`` is the exception's type name and text); ``None`` otherwise."""
+    if _CROSS_SLOT.search(error):
+        return (
+            "keys of one session in different hash slots: a Redis Cluster runs a multi-key command, "
+            "transaction or script only inside one slot; put the session id in a hash tag (prefix:{id}:kind)"
+        )
+    if "WRONGTYPE" in error:
+        return (
+            "a key holds another kind of value than the store expects: two sessions' keys collide "
+            "(keys prefix:<id> and prefix:<id>:messages give session 'x:messages' a key of session 'x')"
+        )
+    return None
 
 
 # --- entry logs ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from storetest.contract import Message
-from storetest.diagnosis import describe_steers, describe_transcript, shorten
+from storetest.diagnosis import describe_backend_refusal, describe_steers, describe_transcript, shorten
 
 __all__ = [
     "RAISED",
@@ -114,7 +114,9 @@ def describe_exception(error: BaseException) -> str:
     cause = error.__cause__ or error.__context__
     if cause is not None and str(cause).strip() and str(cause).strip() not in out:
         out += f" (caused by {type(cause).__name__}: {str(cause).strip().splitlines()[0]})"
-    return out if len(out) <= 300 else out[:297] + "..."
+    out = out if len(out) <= 300 else out[:297] + "..."
+    meaning = describe_backend_refusal(out)
+    return out if meaning is None else f"{meaning}: {out}"
 
 
 class Check:

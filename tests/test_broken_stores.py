@@ -21,7 +21,7 @@ import pytest
 from reference_stores.memory import MemoryStore
 from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
-from tests.broken_stores import BrokenStore, diagnoses, mysql_variants, registry, run_clause
+from tests.broken_stores import BrokenStore, diagnoses, mysql_variants, redis_variants, registry, run_clause
 
 pytest_plugins = ["pytester"]
 
@@ -96,6 +96,8 @@ _CONTROLS = {
                           _sqlite_reference),
     "mysql": BrokenStore("mariadb-control", "none", "-", "unknown_session_is_empty", "-",
                          mysql_variants.plain_store),
+    "redis": BrokenStore("redis-control", "none", "-", "unknown_session_is_empty", "-",
+                         redis_variants.plain_store),
     "log": BrokenStore("memory-log-control", "none", "-", "unknown_session_is_empty", "-",
                        MemoryLogStore, replica=lambda primary: primary.replica()),
 }

@@ -84,3 +84,24 @@ def test_merged_ids_name_every_difference() -> None:
     accent_and_case = describe_id_merge("s-e", "s-É")
     assert "accents and case" in accent_and_case
     assert "only by accents were" not in accent_and_case
+
+
+def test_an_id_merged_with_itself_plus_a_key_suffix_names_the_key_layout() -> None:
+    from storetest.diagnosis import describe_id_merge
+
+    said = describe_id_merge("x", "x:messages")
+    assert "keys built as prefix:<id> and prefix:<id>:<kind> collide" in said, said
+    assert "prefix" in describe_id_merge("x", "xy")  # a plain prefix stays a prefix
+
+
+def test_redis_refusals_are_named_in_words() -> None:
+    from storetest.diagnosis import describe_backend_refusal
+    from storetest.failures import describe_exception
+
+    class ClusterCrossSlotError(Exception):
+        pass
+
+    said = describe_exception(ClusterCrossSlotError("Keys in request don't hash to the same slot"))
+    assert said.startswith("keys of one session in different hash slots"), said
+    assert "two sessions' keys collide" in (describe_backend_refusal("WRONGTYPE Operation against a key") or "")
+    assert describe_backend_refusal("ERR syntax error") is None

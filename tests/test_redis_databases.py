@@ -213,3 +213,9 @@ def test_unavailable_redis_skips_unless_required(
 def test_ci_requires_redis() -> None:
     script = (Path(__file__).parent.parent / ".ci" / "run").read_text()
     assert "STORETEST_REQUIRE=postgres,mysql,redis" in script, script
+
+
+def test_the_workflow_has_a_redis_job_that_requires_it() -> None:
+    workflow = (Path(__file__).parent.parent / ".github" / "workflows" / "ci.yml").read_text()
+    job = workflow[workflow.index("\n  redis:"):]
+    assert "STORETEST_REQUIRE: redis" in job and "tests/test_conformance_redis*.py" in job, job

@@ -189,3 +189,17 @@ def test_a_server_that_is_gone_is_a_store_error_naming_the_session(private_serve
         await client.aclose()
 
     run(main)
+
+
+def test_the_plain_broken_base_passes_on_the_cluster_what_its_cluster_variant_fails(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The control for the cross-slot variant: the same base with its keys in one hash
+    tag passes on the cluster, so what the suite catches is the keys, not the base."""
+    from tests.broken_stores import BrokenStore, run_clause
+    from tests.broken_stores.redis_variants import plain_cluster_store
+
+    control = BrokenStore("redis-cluster-control", "none", "-", "transcript_round_trips_exactly", "-",
+                          plain_cluster_store)
+    failure = run_clause(control, request.getfixturevalue, 1)
+    assert failure is None, failure.details

@@ -157,6 +157,8 @@ def confusable_ids(prefix: str) -> list[str]:
         for suffix in (
             "a", "A", "a ", "a  ", " a", "e", "E", "é", "e\u0301", "É", "ß", "ss",
             "%", "_", "a%", "a_", "ab", "abc", "日本", "日本語", "a\x00b", "a\x00c",
+            # Key-value stores: an id ending like a key suffix, and hash-tag braces.
+            "a:messages", "a:steers", "{a}", "}a", "a}", "{",
             "x" * 64 + "1", "x" * 64 + "2",
             "y" * (room - 1) + "1", "y" * (room - 1) + "2",
             "é" * (room // 2 - 1) + "1", "é" * (room // 2 - 1) + "2",
@@ -169,10 +171,11 @@ def sessions_are_isolated(t: Target) -> None:
     """Sessions never see each other's transcripts or steers, however alike their ids.
 
     Ids differ here only by case, trailing spaces, NFC vs NFD, an accent, SQL wildcards
-    (``%``, ``_``), a prefix, a NUL, or past the 64th character, and run to the
-    512-byte limit. Every id is checked even after the store raised on one. Catches
-    case- and accent-insensitive collations, PAD SPACE comparison, ``LIKE`` matching,
-    truncated or hashed keys.
+    (``%``, ``_``), a prefix (``a`` and ``a:messages``), hash-tag braces, a NUL, or past
+    the 64th character, and run to the 512-byte limit. Every id is checked even after
+    the store raised on one. Catches case- and accent-insensitive collations, PAD SPACE
+    comparison, ``LIKE`` matching, truncated or hashed keys, and key-value keys built as
+    ``prefix:<id>`` beside ``prefix:<id>:messages``.
     """
     _check_isolation(t, confusable_ids(t.new_session("iso-")), sessions_are_isolated)
 

@@ -6,7 +6,8 @@ catching one of these, a clause has gone blind. Each variant module (one per bac
 family) lists its stores in ``BROKEN``; :func:`registry` gathers them all.
 
 A factory's parameters are pytest fixtures resolved by name (``tmp_path``,
-``storetest_postgres_url``, ``storetest_mysql_url``), as with ``run_conformance``; a
+``storetest_postgres_url``, ``storetest_mysql_url``, ``storetest_redis_url``,
+``storetest_redis_cluster_url``, ``storetest_redis_prefix``), as with ``run_conformance``; a
 replica factory may also ask for ``primary``, the store the factory made.
 """
 
@@ -27,7 +28,9 @@ from storetest.clauses import CLAUSES
 __all__ = ["BrokenStore", "diagnoses", "fixtures_outside_pytest", "registry", "run_clause"]
 
 _CLAUSES = {clause.name for clause in CLAUSES}
-_MODULES = ("memory_variants", "sqlite_variants", "postgres_variants", "mysql_variants", "log_variants")
+_MODULES = (
+    "memory_variants", "sqlite_variants", "postgres_variants", "mysql_variants", "redis_variants", "log_variants",
+)
 
 
 @dataclass(frozen=True)
@@ -109,13 +112,20 @@ def fixtures_outside_pytest() -> Iterator[Callable[[str], Any]]:
 
     with contextlib.ExitStack() as stack:
         urls: dict[str, str] = {}
+        redis_prefix = databases.new_prefix()
 
         def fixture(name: str) -> Any:
             if name == "tmp_path":
                 return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="broken-")))
-            backend = name.removeprefix("storetest_").removesuffix("_url")
+            if name == "storetest_redis_prefix":
+                return redis_prefix
+            backend = name.removeprefix("storetest_").removesuffix("_url").replace("_", "-")
             if backend not in urls:
-                urls[backend] = stack.enter_context(databases.throwaway(backend))
+                if backend in ("redis", "redis-cluster"):
+                    target = databases.throwaway(backend, prefix=redis_prefix)  # type: ignore[call-overload]
+                    urls[backend] = stack.enter_context(target).url
+                else:
+                    urls[backend] = stack.enter_context(databases.throwaway(backend))
             return urls[backend]
 
         yield fixture
