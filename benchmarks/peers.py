@@ -30,7 +30,13 @@ Then on PostgreSQL (a throwaway server from ``storetest.databases``; skipped, wi
 reason, when none can be had): our ``PostgresStore`` against ``SQLAlchemySession`` on
 ``postgresql+asyncpg``, both on the same database and the event loop (both are async),
 with the server's own durability (``synchronous_commit = on``): the same saves and read.
-``SQLiteSession`` has no PostgreSQL form. ``--backend`` picks one of the two.
+``SQLiteSession`` has no PostgreSQL form.
+
+Then on Redis: our ``RedisStore`` against the SDK's ``RedisSession``
+(``agents.extensions.memory``), both on one redis-server started for the run with AOF
+on and ``appendfsync always`` (every write fsynced before Redis replies; the settings
+are read back with ``CONFIG GET`` and printed), each on a ``redis.asyncio`` client of
+its own, on the event loop: the same saves and read. ``--backend`` picks one of the three.
 
 Messages are ~500 characters. Medians over ``--repeats`` rounds; within a round the
 contenders take turns in a rotating order, so drift on a shared machine hits all alike.
@@ -42,6 +48,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sqlite3
 import statistics
 import sys
@@ -324,6 +331,36 @@ class PeerSQLAlchemyPostgres(_Peer):
         await self.engine.dispose()
 
 
+class OursRedis(OursPostgres):
+    name = "storetest RedisStore"
+
+    def __init__(self, client: Any, n: int) -> None:
+        super().__init__(client, n)
+
+    def _handle(self, which: str) -> Any:
+        from reference_stores.redis import RedisStore
+
+        if which not in self.handles:
+            self.handles[which] = RedisStore(self.pool, prefix="bench-ours:")
+        return self.handles[which]
+
+
+class PeerRedisSession(_Peer):
+    name = "openai-agents RedisSession"
+
+    def __init__(self, client: Any, n: int) -> None:
+        super().__init__(Path(), "", n)
+        self.client = client
+
+    def _make(self, session: str) -> Any:
+        from agents.extensions.memory import RedisSession
+
+        return RedisSession(session, redis_client=self.client, key_prefix="bench-peer")
+
+    async def close(self) -> None:
+        pass  # the client is closed by its owner
+
+
 CONTENDERS = (Ours, PeerSQLiteSession, PeerSQLAlchemySession)
 FLOORS = {Ours.name: OursSQLAlone, PeerSQLiteSession.name: PeerSQLAlone}
 LEVELS = {"NORMAL": 1, "FULL": 2}
@@ -423,32 +460,63 @@ async def run_postgres(url: str, repeats: int) -> dict[str, dict[str, float]]:
     try:
         async with pool.acquire() as conn:
             await conn.execute(SCHEMA)
-        stores: list[Any] = [OursPostgres(pool, n), PeerSQLAlchemyPostgres(url, n)]
-        try:
-            for store in stores:
-                for session, size, handles in _SETUPS:
-                    await store.setup(session, size, handles=handles)
-            results: dict[str, dict[str, list[float]]] = {s.name: {} for s in stores}
-            for r in range(repeats):
-                await _round(stores, r, results)
-        finally:
-            for store in stores:
-                await store.close()
+        return await _pair([OursPostgres(pool, n), PeerSQLAlchemyPostgres(url, n)], repeats)
     finally:
         await pool.close()
+
+
+async def _pair(stores: list[Any], repeats: int) -> dict[str, dict[str, float]]:
+    """Set up both contenders, run the interleaved rounds, close them: the medians."""
+    try:
+        for store in stores:
+            for session, size, handles in _SETUPS:
+                await store.setup(session, size, handles=handles)
+        results: dict[str, dict[str, list[float]]] = {s.name: {} for s in stores}
+        for r in range(repeats):
+            await _round(stores, r, results)
+    finally:
+        for store in stores:
+            await store.close()
     return {name: {k: statistics.median(v) for k, v in got.items()} for name, got in results.items()}
 
 
+#: What the Redis run asks of its server, read back before measuring.
+REDIS_DURABILITY = {"appendonly": "yes", "appendfsync": "always"}
+
+
+async def run_redis(url: str, repeats: int) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
+    from redis.asyncio import Redis
+
+    n = TURNS + repeats + 2
+    ours, theirs = Redis.from_url(url), Redis.from_url(url)
+    try:
+        settings = {k: _text((await ours.config_get(k))[k]) for k in REDIS_DURABILITY}
+        if settings != REDIS_DURABILITY:
+            raise SystemExit(f"the Redis server runs with {settings}, not {REDIS_DURABILITY}")
+        return settings, await _pair([OursRedis(ours, n), PeerRedisSession(theirs, n)], repeats)
+    finally:
+        await ours.aclose()
+        await theirs.aclose()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def report_postgres(med: dict[str, dict[str, float]], repeats: int) -> str:
-    ours, alchemy = OursPostgres.name, PeerSQLAlchemyPostgres.name
+    return _report_pair("PostgreSQL, both on the event loop", OursPostgres.name, PeerSQLAlchemyPostgres.name,
+                        "SQLAlchemySession", med, repeats)
+
+
+def _report_pair(title: str, ours: str, peer: str, short: str, med: dict[str, dict[str, float]], repeats: int) -> str:
     lines = [
-        f"### PostgreSQL, both on the event loop (medians of {repeats}, ms)",
+        f"### {title} (medians of {repeats}, ms)",
         "",
-        f"| measure | {ours} | {alchemy} | ours / SQLAlchemySession |",
+        f"| measure | {ours} | {peer} | ours / {short} |",
         "|---|---|---|---|",
     ]
     for key in ("save@20 one", "save@2000 one", "save@20 two", "save@2000 two", "read 2000"):
-        a, c = med[ours][key], med[alchemy][key]
+        a, c = med[ours][key], med[peer][key]
         lines.append(f"| {key} | {a:.3f} | {c:.3f} | {a / c:.2f}x |")
     growth_one = med[ours]["save@2000 one"] / med[ours]["save@20 one"]
     growth_two = med[ours]["save@2000 two"] / med[ours]["save@20 two"]
@@ -497,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=15, help="interleaved rounds (default 15)")
     parser.add_argument("--synchronous", action="append", choices=sorted(LEVELS), help="SQLite; default: both")
-    parser.add_argument("--backend", choices=["sqlite", "postgres"], help="default: both")
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "redis"], help="default: all three")
     args = parser.parse_args(argv)
     try:
         import aiosqlite  # noqa: F401
@@ -522,7 +590,31 @@ def main(argv: list[str] | None = None) -> int:
                 print(report_postgres(asyncio.run(run_postgres(url, args.repeats)), args.repeats))
         except (databases.Unavailable, ImportError) as exc:
             print(f"### PostgreSQL: skipped ({exc})")
+    if args.backend in (None, "redis"):
+        from storetest import databases
+
+        print()
+        try:
+            print(_redis_part(args.repeats))
+        except (databases.Unavailable, ImportError) as exc:
+            print(f"### Redis: skipped ({exc})")
     return 0
+
+
+def _redis_part(repeats: int) -> str:
+    """Both contenders on one redis-server of the run's own, AOF fsynced on every write."""
+    from storetest._databases import redis as redis_databases
+
+    with tempfile.TemporaryDirectory(prefix="storetest-peers-redis-") as tmp:
+        server = redis_databases.start_server(Path(tmp), config=REDIS_DURABILITY)
+        try:
+            settings, med = asyncio.run(run_redis(server.url, repeats))
+        finally:
+            os.kill(server.pid, signal.SIGTERM)
+            os.waitpid(server.pid, 0)
+    shown = ", ".join(f"{k} {v}" for k, v in settings.items())
+    return _report_pair(f"Redis 7, one server, {shown} (read back), both on the event loop",
+                        OursRedis.name, PeerRedisSession.name, "RedisSession", med, repeats)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ How it keeps each Redis fact that breaks naive stores:
 - Redis runs one command at a time, but a sequence of commands is not atomic: a take
   written as ``LRANGE`` then ``DEL`` hands a steer to two replicas (both read before
   either deletes), and a save written as ``DEL`` then ``RPUSH`` lets a reader see an
-  empty or half-written transcript. Every operation here is one command or one Lua
-  script, which Redis runs with nothing interleaved: a take is ``LRANGE`` and ``DEL``
-  in one script, a save checks the version and rewrites in one script.
+  empty or half-written transcript. Every operation here is one command, one Lua
+  script or one ``MULTI``/``EXEC``, which Redis runs with nothing interleaved: a take
+  is ``LRANGE`` and ``DEL`` in one script, a save checks the version and rewrites in
+  one script, a read reads every key of the session in one transaction.
 - ``LRANGE key 0 999`` reads the first 1,000 items only: reads ask for ``0 -1``.
 - A Redis Cluster runs a multi-key command, transaction or script only when every key
   is in one hash slot (else ``CROSSSLOT``), and a key's slot comes from its *hash tag*,
@@ -24,14 +25,21 @@ How it keeps each Redis fact that breaks naive stores:
   on them), so it is refused at construction.
 
 Keys of session ``s``: ``:v`` the version (a counter that every save that changes the
-transcript raises; absent means never saved), ``:d`` the chain digests, 32 bytes per
-message, concatenated, ``:m`` a list of the messages' :func:`encode_message` text,
-``:s`` a list of steers. Saves write only what changed, through
-:mod:`reference_stores._incremental`: the save script runs only if the stored version
-is the one the handle planned for; when it is not (another handle wrote), the handle
-reads the stored digests from the end of the prefix it shares (``GETRANGE``, one
-range) and plans again. A save by the handle that wrote last is one round trip, and so
-is a read (the version, the digests and every message from one script) and a take.
+transcript raises; absent means never saved), ``:d`` the chain digests (of each
+message's :func:`encode_message` text), 32 bytes per message, concatenated, ``:m`` a
+list of the messages, ``:s`` a list of steers. A message of one piece of text, the
+common one, is stored as ``role:text`` and read back without any JSON; any other as its
+JSON text, which starts with ``{`` (no role does).
+
+Saves write only what changed, through :mod:`reference_stores._incremental`. The save
+script runs if the stored version is the one the handle planned for, or if the stored
+digest of the last row the plan keeps is the one it planned for (another handle wrote,
+but only after that row: the rows after it are rewritten). Otherwise (the prefix
+itself changed, or the handle knows nothing of the session) the reply holds the stored
+version and digests, and the handle plans again, comparing digests only (no message is
+decoded). A save is one round trip (two when the prefix changed behind the handle's
+back), and so is a take (one script) and a read (``GET``, ``GET``, ``LRANGE`` in one
+``MULTI``/``EXEC``).
 """
 
 from __future__ import annotations
@@ -43,11 +51,12 @@ import redis.asyncio
 import redis.exceptions
 
 from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, DIGEST_SIZE, Remembered
-from storetest.codec import CodecError, decode_trusted
+from storetest.codec import CodecError, decode_trusted, trusted_text_message
 from storetest.contract import (
     Message,
     OutcomeUnknown,
     StoreError,
+    Text,
     check_session_id,
     check_steer_text,
 )
@@ -58,16 +67,25 @@ __all__ = ["DEFAULT_PREFIX", "RedisStore", "session_key"]
 DEFAULT_PREFIX: Final = "storetest:"
 
 # KEYS: version, digests, messages. ARGV: the version planned for, rows kept, delete
-# after them (1/0), raise the version (1/0), where to send digests from if the version
-# is not the one planned for, the new rows' digests, their bodies. Returns {1, version}
-# once done, or {0, stored version, stored digests from there on} having written nothing.
+# after them (1/0), raise the version (1/0), the digest of the last row kept, the new
+# rows' digests, their bodies. When the stored version is not the one planned for, the
+# save still goes ahead if the last row kept has the digest planned for (a chain digest:
+# every row up to it is as planned), rewriting every row after it. Otherwise it writes
+# nothing and returns {0, stored version, every stored digest}: the plan needs them all
+# once the rows it meant to keep are not as planned.
+# Once done it returns {1, version}.
 _SAVE: Final = """
 local v = tonumber(redis.call('GET', KEYS[1]) or '0')
-if v ~= tonumber(ARGV[1]) then
-  return {0, v, redis.call('GETRANGE', KEYS[2], tonumber(ARGV[5]) * 32, -1)}
-end
 local keep = tonumber(ARGV[2])
-if ARGV[3] == '1' then
+local delete = ARGV[3] == '1'
+local changed = ARGV[4] == '1'
+if v ~= tonumber(ARGV[1]) then
+  if keep == 0 or redis.call('GETRANGE', KEYS[2], (keep - 1) * 32, keep * 32 - 1) ~= ARGV[5] then
+    return {0, v, redis.call('GET', KEYS[2]) or ''}
+  end
+  delete, changed = true, true
+end
+if delete then
   if keep == 0 then
     redis.call('DEL', KEYS[2], KEYS[3])
   else
@@ -82,19 +100,11 @@ if n > 6 then
     redis.call('RPUSH', KEYS[3], unpack(ARGV, i, math.min(i + 999, n)))
   end
 end
-if ARGV[4] == '1' then
+if changed then
   v = v + 1
   redis.call('SET', KEYS[1], v)
 end
 return {1, v}
-"""
-# KEYS: version, digests. ARGV: the first position wanted.
-_DIGESTS: Final = """
-return {redis.call('GET', KEYS[1]) or '0', redis.call('GETRANGE', KEYS[2], tonumber(ARGV[1]) * 32, -1)}
-"""
-# KEYS: version, digests, messages: one snapshot of all three.
-_READ: Final = """
-return {redis.call('GET', KEYS[1]) or '0', redis.call('GET', KEYS[2]) or '', redis.call('LRANGE', KEYS[3], 0, -1)}
 """
 # KEYS: steers.
 _TAKE: Final = """
@@ -106,6 +116,27 @@ return taken
 # The replies to a command that may have run are lost with these.
 _LOST: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError, TimeoutError)
 _BACKEND_ERRORS: Final = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError, TimeoutError)
+
+
+def _element(message: Message, body: str) -> bytes:
+    """A message's element in the ``:m`` list: ``role:text`` for the common message, one
+    piece of text, which reads back without any JSON; otherwise its
+    :func:`~storetest.codec.encode_message` text ``body`` (which starts with ``{``, as
+    no role does)."""
+    content = message.content
+    if len(content) == 1 and type(content[0]) is Text:
+        return f"{message.role}:{content[0].text}".encode()
+    return body.encode()
+
+
+def _message(element: bytes) -> Message:
+    """The message :func:`_element` stored. The store wrote it from a checked message:
+    the trusted readers skip value checks it cannot fail."""
+    text = element.decode("utf-8")
+    if text.startswith("{"):
+        return decode_trusted(text)
+    role, _, rest = text.partition(":")
+    return trusted_text_message(role, rest)
 
 
 def _rows(start: int, blob: bytes) -> list[tuple[int, bytes]]:
@@ -156,8 +187,6 @@ class RedisStore:
         self._client = client
         self._prefix = prefix
         self._save = client.register_script(_SAVE)
-        self._digests = client.register_script(_DIGESTS)
-        self._read = client.register_script(_READ)
         self._take = client.register_script(_TAKE)
 
     def __repr__(self) -> str:
@@ -172,36 +201,30 @@ class RedisStore:
         keys = self._keys(session, "v", "d", "m")
         plan = self._remembered.prepare(keys[0], messages)
         known = self._remembered.get(keys[0])
-        # Plan for the version this handle knows (none: a new session). The script
-        # refuses if another handle wrote since, and sends the stored version and the
-        # digests the plan will ask for then: those from the row before the prefix.
+        # Plan for the version this handle knows (none: a new session). If another
+        # handle wrote since, the script goes ahead when the rows kept are as planned
+        # (two replicas growing one conversation); else it refuses, and sends the
+        # stored version and every stored digest, which the plan then needs.
         version = known.version if known is not None else 0
-        stored: tuple[int, int, bytes] | None = None
+        stored = b""  # every stored digest, from the last refused save
         try:
             while True:
+                # Only a refused save's version makes the plan ask for stored digests.
                 plan.start(version)
                 while plan.fetch_from is not None:
                     start = plan.fetch_from
-                    if stored is not None and stored[1] == start:
-                        blob = stored[2]
-                    else:
-                        found, blob = await self._digests(keys=keys[:2], args=[start])
-                        if int(found) != version:
-                            break  # written again in between: plan for the newer version
-                    plan.resolve(_rows(start, blob))
-                    stored = None
-                if plan.fetch_from is not None:
-                    version, stored = int(found), None
-                    continue
-                hint = max(plan.keep - 1, 0)
-                args: list[Any] = [version, plan.keep, int(plan.delete), int(plan.changed), hint]
+                    plan.resolve(_rows(start, stored[start * DIGEST_SIZE :]))
+                keep = plan.keep
+                last_kept = plan.digests[(keep - 1) * DIGEST_SIZE : keep * DIGEST_SIZE] if keep else b""
+                args: list[Any] = [version, keep, int(plan.delete), int(plan.changed), last_kept]
                 if plan.rows:
+                    new = plan.new
                     args.append(b"".join(row[1] for row in plan.rows))
-                    args.extend(row[2].encode("utf-8") for row in plan.rows)
+                    args.extend(_element(new[position], body) for position, _, body in plan.rows)
                 done, version, *rest = await self._save(keys=keys, args=args)
                 if done:
                     break
-                stored = (version, hint, rest[0])
+                stored = rest[0]
         except BaseException as exc:
             self._remembered.forget(keys[0])
             if isinstance(exc, _LOST):
@@ -216,13 +239,18 @@ class RedisStore:
         session = check_session_id(session)
         keys = self._keys(session, "v", "d", "m")
         try:
-            version, blob, bodies = await self._read(keys=keys)
+            # MULTI/EXEC: one snapshot, one round trip (and cheaper than a script, which
+            # would copy 2,000 messages into a Lua table and out again).
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.get(keys[0])
+                pipe.get(keys[1])
+                pipe.lrange(keys[2], 0, -1)
+                version, blob, elements = await pipe.execute()
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc)
+        version, blob = int(version or 0), blob or b""
         try:
-            # The store wrote these with encode_message: the trusted decoder skips
-            # value checks they cannot fail.
-            result = [decode_trusted(body.decode("utf-8")) for body in bodies]
+            result = [_message(element) for element in elements]
         except (CodecError, UnicodeDecodeError) as exc:
             raise StoreError(f"read of session {session!r} failed: {exc}") from exc
         if len(blob) != len(result) * DIGEST_SIZE:
@@ -230,9 +258,9 @@ class RedisStore:
                 f"read of session {session!r} failed: {len(result)} messages but {len(blob)} bytes of digests; "
                 "the keys were written by something other than this store"
             )
-        if int(version):
+        if version:
             digests = (blob[o : o + DIGEST_SIZE] for o in range(0, len(blob), DIGEST_SIZE))
-            self._remembered.learn_read(keys[0], int(version), list(result), digests)
+            self._remembered.learn_read(keys[0], version, list(result), digests)
         return result
 
     async def add_steer(self, session: str, text: str) -> None:

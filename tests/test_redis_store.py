@@ -109,7 +109,21 @@ def test_odd_ids_are_sessions_of_their_own_on_the_cluster(
     run(main)
 
 
-def test_a_take_a_read_and_a_last_writers_save_are_one_round_trip_each(private_server: LocalServer) -> None:
+def test_a_take_a_read_and_a_last_writers_save_are_one_round_trip_each(
+    private_server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every request redis-py writes (a command, or a whole MULTI/EXEC pipeline) is one
+    # send_packed_command call, answered before the next: one round trip each.
+    from redis.asyncio.connection import Connection
+
+    sent: list[bytes] = []
+    send = Connection.send_packed_command
+
+    async def counting(self: Any, command: Any, check_health: bool = True) -> None:
+        packed = command if isinstance(command, (bytes, str, memoryview)) else b"".join(command)
+        sent.append(bytes(packed).split(b"\r\n")[2])  # the first command's name
+        await send(self, command, check_health)
+
     async def main() -> None:
         client = Redis.from_url(private_server.url)
         store = RedisStore(client)
@@ -121,32 +135,29 @@ def test_a_take_a_read_and_a_last_writers_save_are_one_round_trip_each(private_s
         await store.save("s", conv[:10])
         await store.add_steer("s", "one")
         await store.add_steer("s", "two")
-        # Every command the client sends is one request and one reply.
-        sent: list[str] = []
-        execute = client.execute_command
+        monkeypatch.setattr(Connection, "send_packed_command", counting)
 
-        async def counting(*args: Any, **options: Any) -> Any:
-            sent.append(str(args[0]))
-            return await execute(*args, **options)
-
-        client.execute_command = counting  # type: ignore[method-assign]
-
-        async def commands(work: Awaitable[Any]) -> list[str]:
+        async def requests(work: Awaitable[Any]) -> list[bytes]:
             sent.clear()
             await work
             return list(sent)
 
-        assert await commands(store.take_steers("s")) == ["EVALSHA"]
-        assert await commands(store.take_steers("s")) == ["EVALSHA"]  # empty
-        assert await commands(store.save("s", conv[:11])) == ["EVALSHA"]
-        assert await commands(store.messages("s")) == ["EVALSHA"]
-        assert await commands(store.add_steer("s", "three")) == ["RPUSH"]
-        # Another handle wrote: its save is refused once, with the digests it needs.
+        assert await requests(store.take_steers("s")) == [b"EVALSHA"]
+        assert await requests(store.take_steers("s")) == [b"EVALSHA"]  # empty
+        assert await requests(store.save("s", conv[:11])) == [b"EVALSHA"]
+        assert await requests(store.messages("s")) == [b"MULTI"]
+        assert await requests(store.add_steer("s", "three")) == [b"RPUSH"]
+        # Another handle wrote after the prefix this one keeps: still one round trip.
         other = RedisStore(client)
         await other.messages("s")
         await store.save("s", conv[:12])
-        assert await commands(other.save("s", conv[:13])) == ["EVALSHA", "EVALSHA"]
+        assert await requests(other.save("s", conv[:13])) == [b"EVALSHA"]
         assert await store.messages("s") == conv[:13]
+        # It rewrote that prefix: refused once, with the digests the plan needs.
+        edited = [Message.text("user", "edited"), *conv[1:13]]
+        await store.save("s", edited)
+        assert await requests(other.save("s", conv[:14])) == [b"EVALSHA", b"EVALSHA"]
+        assert await store.messages("s") == conv[:14]
         await client.aclose()
 
     run(main)
