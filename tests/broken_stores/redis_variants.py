@@ -146,27 +146,30 @@ def _prefix(run_prefix: str) -> str:
 
 def _on_server(cls: type[PlainRedisStore]) -> Any:
     async def factory(storetest_redis_url: str, storetest_redis_prefix: str) -> AsyncIterator[PlainRedisStore]:
-        client = Redis.from_url(storetest_redis_url)
-        try:
-            yield cls(client, _prefix(storetest_redis_prefix))
-        finally:
-            await client.aclose()
+        async for store in _opened(cls, Redis.from_url(storetest_redis_url), storetest_redis_prefix):
+            yield store
 
-    factory.__doc__ = cls.__doc__
-    factory.__module__ = __name__
-    return factory
+    return _named(factory, cls)
 
 
 def _on_cluster(cls: type[PlainRedisStore]) -> Any:
     async def factory(
         storetest_redis_cluster_url: str, storetest_redis_prefix: str
     ) -> AsyncIterator[PlainRedisStore]:
-        client = RedisCluster.from_url(storetest_redis_cluster_url)
-        try:
-            yield cls(client, _prefix(storetest_redis_prefix))
-        finally:
-            await client.aclose()
+        async for store in _opened(cls, RedisCluster.from_url(storetest_redis_cluster_url), storetest_redis_prefix):
+            yield store
 
+    return _named(factory, cls)
+
+
+async def _opened(cls: type[PlainRedisStore], client: Any, run_prefix: str) -> AsyncIterator[PlainRedisStore]:
+    try:
+        yield cls(client, _prefix(run_prefix))
+    finally:
+        await client.aclose()
+
+
+def _named(factory: Any, cls: type[PlainRedisStore]) -> Any:
     factory.__doc__ = cls.__doc__
     factory.__module__ = __name__
     return factory
