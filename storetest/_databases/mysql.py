@@ -33,6 +33,7 @@ from storetest._databases import (
     TestRun,
     Unavailable,
     docker_engine_answers,
+    durable_or_refused,
     free_port,
     shared_local_server,
     url_from_env,
@@ -134,14 +135,9 @@ def provision(run: TestRun, *, durable: bool = False) -> Iterator[str]:
         local server binaries; the message names the three ways to get one. With
         ``durable``: the server found is not durable (the message names the settings).
     """
-    databases = _databases(run, durable)
-    url = next(databases)
-    try:
-        if durable:
-            _check_durable(url)
-        yield url
-    finally:
-        next(databases, None)
+    return durable_or_refused(
+        _databases(run, durable), durable=durable, server="MySQL/MariaDB", want=DURABLE, read=durability
+    )
 
 
 def durability(url: str) -> dict[str, str]:
@@ -155,17 +151,6 @@ def durability(url: str) -> dict[str, str]:
         conn.close()
     # A number for a boolean or numeric variable; text (MariaDB 11's doublewrite modes) as is.
     return {name: str(value) for name, value in zip(DURABLE, row, strict=True)}
-
-
-def _check_durable(url: str) -> None:
-    found = durability(url)
-    differ = {name: found[name] for name, want in DURABLE.items() if found[name] != want}
-    if differ:
-        shown = ", ".join(f"{name}={value}" for name, value in differ.items())
-        raise Unavailable(
-            f"a durable MySQL/MariaDB database was asked for, but the server has {shown} "
-            f"(durable means {', '.join(f'{k}={v}' for k, v in DURABLE.items())})"
-        )
 
 
 def _databases(run: TestRun, durable: bool) -> Iterator[str]:

@@ -38,6 +38,7 @@ from storetest._databases import (
     TestRun,
     Unavailable,
     docker_engine_answers,
+    durable_or_refused,
     free_port,
     shared_local_server,
     url_from_env,
@@ -73,14 +74,9 @@ def provision(run: TestRun, *, durable: bool = False) -> Iterator[str]:
         message says how to enable each. With ``durable``: the server found is not
         durable (the message names the settings).
     """
-    databases = _databases(run, durable)
-    url = next(databases)
-    try:
-        if durable:
-            _check_durable(url)
-        yield url
-    finally:
-        next(databases, None)
+    return durable_or_refused(
+        _databases(run, durable), durable=durable, server="PostgreSQL", want=DURABLE, read=durability
+    )
 
 
 def _databases(run: TestRun, durable: bool) -> Iterator[str]:
@@ -119,17 +115,6 @@ def durability(url: str) -> dict[str, str]:
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, read()).result()
-
-
-def _check_durable(url: str) -> None:
-    found = durability(url)
-    differ = {name: found.get(name) for name, want in DURABLE.items() if found.get(name) != want}
-    if differ:
-        shown = ", ".join(f"{name}={value}" for name, value in differ.items())
-        raise Unavailable(
-            f"a durable PostgreSQL database was asked for, but the server has {shown} "
-            f"(durable means {', '.join(f'{k}={v}' for k, v in DURABLE.items())})"
-        )
 
 
 def find_bindir() -> Path | None:
