@@ -17,9 +17,9 @@ Sections (``SECTIONS``; another backend adds its own):
 WAL mode, every call through a worker thread (the peers run each call in one; ours is
 called through ``asyncio.to_thread``):
 
-- *the comparison*: save at turn 20 and 2,000, one handle, and two handles alternating
-  on one session (each save then made by a handle that did not write the last version).
-  Ours saves the whole transcript; the peers' ``add_items`` appends the one new message,
+- *the comparison*, every measure interleaved: save at turn 20 and 2,000, one handle,
+  and two handles alternating on one session (each save then made by a handle that did
+  not write the last version). Ours saves the whole transcript; the peers' ``add_items`` appends the one new message,
   their cheapest write. Read of 2,000 messages (ours by a handle of its own; a read always
   reads the rows), and ``json.loads`` of those messages' codec JSON alone. The total of
   growing a 2,000-turn conversation and the file it leaves;
@@ -301,22 +301,26 @@ async def run_comparison(base: Path, synchronous: str, repeats: int) -> dict[str
             await store.close()
     medians = {name: {k: statistics.median(v) for k, v in got.items()} for name, got in results.items()}
 
-    # A whole conversation, grown as an agent grows it, each contender in a file of its own.
-    totals: dict[str, float] = {}
-    sizes: dict[str, int] = {}
-    for make in CONTENDERS:
-        path = base / f"{make.__name__}-{synchronous}-conversation.sqlite"
-        store = make(path, synchronous, TURNS)
-        try:
-            start = time.perf_counter()
-            for turn in range(1, TURNS + 1):
+    # A whole conversation, grown as an agent grows it, each contender in a file of its
+    # own; turn by turn, the contenders take turns in a rotating order.
+    growing = [
+        make(base / f"{make.__name__}-{synchronous}-conversation.sqlite", synchronous, TURNS) for make in CONTENDERS
+    ]
+    totals: dict[str, float] = {store.name: 0.0 for store in growing}
+    try:
+        for turn in range(1, TURNS + 1):
+            for store in growing[turn % len(growing) :] + growing[: turn % len(growing)]:
+                start = time.perf_counter()
                 await store.turn("conversation", turn, "a")
-            totals[store.name] = (time.perf_counter() - start) * 1000
-        finally:
+                totals[store.name] += (time.perf_counter() - start) * 1000
+    finally:
+        for store in growing:
             await store.close()
-        with sqlite3.connect(path) as conn:
+    sizes: dict[str, int] = {}
+    for store in growing:
+        with sqlite3.connect(store.path) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        sizes[store.name] = os.path.getsize(path)
+        sizes[store.name] = os.path.getsize(store.path)
     return {"medians": medians, "totals": totals, "sizes": sizes, "durability": durability}
 
 
