@@ -100,6 +100,11 @@ def sqlite_durability(conn: sqlite3.Connection) -> str:
     """``journal_mode`` and ``synchronous`` as ``conn`` reports them."""
     (journal,) = conn.execute("PRAGMA journal_mode").fetchone()
     (level,) = conn.execute("PRAGMA synchronous").fetchone()
+    return durability_line(journal, level)
+
+
+def durability_line(journal: object, level: object) -> str:
+    """The line :func:`sqlite_durability` prints, from the two PRAGMAs' values."""
     return f"journal_mode={journal}, synchronous={_SYNCHRONOUS.get(level, level)}"
 
 

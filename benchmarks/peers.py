@@ -61,7 +61,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from common import AGENT, ONE_TEXT, agent_messages, as_agents_item, load_average, one_text_messages, sqlite_durability
+from common import (
+    AGENT,
+    ONE_TEXT,
+    agent_messages,
+    as_agents_item,
+    durability_line,
+    load_average,
+    one_text_messages,
+    sqlite_durability,
+)
 
 from reference_stores.sqlite import SQLiteStore, _columns
 from storetest.codec import encode_message
@@ -227,7 +236,7 @@ class PeerSQLAlchemySession(_Peer):
         async with self.engine.connect() as conn:
             journal = (await conn.execute(text("PRAGMA journal_mode"))).scalar()
             level = (await conn.execute(text("PRAGMA synchronous"))).scalar()
-        return f"journal_mode={journal}, synchronous={ {1: 'NORMAL', 2: 'FULL'}.get(level, level) }"  # type: ignore[call-overload]
+        return durability_line(journal, level)
 
     async def close(self) -> None:
         await super().close()
@@ -490,7 +499,7 @@ async def run_floor(base: Path, synchronous: str, rounds: int) -> dict[str, Any]
         "peer add_items": lambda r: peer.turn("floor", TURNS + r, "a"),
     }
     for key, floor in plain.items():
-        calls[key] = lambda r, floor=floor: asyncio.to_thread(floor.turn, r)  # type: ignore[misc]
+        calls[key] = lambda r, floor=floor: asyncio.to_thread(floor.turn, r)
     durability = {
         "ours": await ours_one.durability(),
         "SQLiteSession": await peer.durability(),
