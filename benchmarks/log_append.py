@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from common import load_average
+
 from reference_stores.jsonl_log import JsonlLogStore
 from reference_stores.sqlite_log import SQLiteLogStore
 from storetest.contract import Message
@@ -97,6 +99,7 @@ def main() -> None:
         for name, open_store, fresh, repeats in rows:
             short, long = measure(open_store, fresh, args.short, args.long, repeats)
             print(f"| {name} | {short:.3f} | {long:.3f} | {long / short:.2f}x |", flush=True)
+        print(f"\nDurability per row, as named (the store's own settings). {load_average()}.")
 
 
 if __name__ == "__main__":

@@ -1,45 +1,48 @@
-"""Our SQLite store against the OpenAI Agents SDK's ``SQLiteSession`` and
-``SQLAlchemySession`` (on aiosqlite), side by side in one interleaved run.
+"""Our stores against the OpenAI Agents SDK's ``SQLiteSession`` and ``SQLAlchemySession``,
+side by side in one interleaved run, at one stated durability.
 
     pip install "storetest[bench]"       # openai-agents, sqlalchemy[asyncio], aiosqlite
-    python benchmarks/peers.py           # a minute or two; --repeats 15 by default
+    python benchmarks/peers.py           # a few minutes; every section
+    python benchmarks/peers.py --section sqlite --synchronous FULL --floor-rounds 800
 
-What is compared, at equal durability (every store in WAL mode; the run is made once
-with ``synchronous=FULL`` and once with ``NORMAL``, set on every contender's connections
-and read back) and equal threading (every call goes through a worker thread: the peers
-run each call in one, so ours is called through ``asyncio.to_thread``):
+Every figure is printed with the workload, the durability every contender ran at (read
+back from its connection or server, and the run refuses to go on if one differs) and
+the load average. The workload is :data:`common.AGENT`, a conversation shaped like an
+agent's (tool calls with raw JSON arguments, tool results, an attachment, one-text
+messages); one row reads a one-text-only conversation, and says so.
 
-- save at turn 20 and 2,000, one handle, and two handles alternating on one session
-  (each save is a replica's that did not write the last version). Ours saves the whole
-  transcript; the peers' ``add_items`` appends the one new message, their cheapest write;
-- read of 2,000 messages: ours by a handle of its own (a read always reads the rows,
-  and the handle learns their digests), the peers' ``get_items()``; and ``json.loads``
-  of those 2,000 messages' JSON (:func:`~storetest.codec.encode_message` text) alone, no
-  SQL, the floor for a reader that parses JSON. Ours parses none for a message of one
-  piece of text: the SQLite store keeps it as its role and raw text;
-- the total of growing a 2,000-turn conversation (a save after every turn), and the
-  database file size it leaves (after a WAL checkpoint);
-- the floor for saves: each SQLite contender's own statements for one save at turn
-  2,000, run alone on a plain ``sqlite3`` connection to its file (same ``synchronous``,
-  same worker thread), no Python around them. Ours: ``BEGIN IMMEDIATE``, the version
-  ``UPDATE ... RETURNING``, one ``INSERT``, ``COMMIT``; ``SQLiteSession``'s: what its
-  ``add_items`` sends (the module's implicit ``BEGIN``, ``INSERT OR IGNORE`` of the
-  session, one ``INSERT``, the ``updated_at`` ``UPDATE``, ``COMMIT``).
+Sections (``SECTIONS``; another backend adds its own):
 
-Then on PostgreSQL (a throwaway server from ``storetest.databases``; skipped, with the
-reason, when none can be had): our ``PostgresStore`` against ``SQLAlchemySession`` on
-``postgresql+asyncpg``, both on the same database and the event loop (both are async),
-with the server's own durability (``synchronous_commit = on``): the same saves and read.
+``sqlite``, run once with ``synchronous=FULL`` and once with ``NORMAL``, every store in
+WAL mode, every call through a worker thread (the peers run each call in one; ours is
+called through ``asyncio.to_thread``):
+
+- *the comparison*, every measure interleaved: save at turn 20 and 2,000, one handle,
+  and two handles alternating on one session (each save then made by a handle that did
+  not write the last version). Ours saves the whole transcript; the peers' ``add_items`` appends the one new message,
+  their cheapest write. Read of 2,000 messages (ours by a handle of its own; a read always
+  reads the rows), and ``json.loads`` of those messages' codec JSON alone. The total of
+  growing a 2,000-turn conversation and the file it leaves;
+- *the floor*: each whole save timed against SQL that does less, over hundreds of
+  rounds, interleaved (the order rotating every round), each contender on a file of its
+  own that only it writes, made the same way (the same store wrote its first 1,999
+  messages). The physical floor is one ``INSERT`` of the same row and its commit's
+  fsync, on a plain ``sqlite3`` connection, through the same thread hop; with two
+  connections alternating, for the two-handle save. "SQL alone" is a contender's own
+  statements for one save, no Python around them. Ratios are medians of each round's
+  ratio (the two calls a few milliseconds apart), with the interquartile range.
+
+``postgres``: our ``PostgresStore`` against ``SQLAlchemySession`` on
+``postgresql+asyncpg``, both on the event loop, on one database of a durable
+throwaway server (``storetest.databases.throwaway("postgres", durable=True)``: fsync,
+``synchronous_commit`` and ``full_page_writes`` on): the same saves and reads.
 ``SQLiteSession`` has no PostgreSQL form.
 
-Then on Redis: our ``RedisStore`` against the SDK's ``RedisSession``
+``redis``: our ``RedisStore`` against the SDK's ``RedisSession``
 (``agents.extensions.memory``), both on one redis-server started for the run with AOF
 on and ``appendfsync always`` (every write fsynced before Redis replies; the settings
 are read back with ``CONFIG GET`` and printed), each on a ``redis.asyncio`` client of
-its own, on the event loop: the same saves and read. ``--backend`` picks one of the three.
-
-Messages are ~500 characters. Medians over ``--repeats`` rounds; within a round the
-contenders take turns in a rotating order, so drift on a shared machine hits all alike.
+its own, on the event loop: the same saves and reads.
 """
 
 from __future__ import annotations
@@ -54,37 +57,52 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from reference_stores.sqlite import SQLiteStore
+from common import (
+    AGENT,
+    ONE_TEXT,
+    agent_messages,
+    as_agents_item,
+    durability_line,
+    load_average,
+    one_text_messages,
+    sqlite_durability,
+)
+
+from reference_stores.sqlite import SQLiteStore, _columns
 from storetest.codec import encode_message
-from storetest.contract import Message, Role
+from storetest.contract import Message
 
 INSTALL = 'pip install "storetest[bench]"   (openai-agents, sqlalchemy[asyncio], aiosqlite)'
 TURNS = 2000
 SMALL = 20
-SIZE = 500
+LEVELS = {"NORMAL": 1, "FULL": 2}
 
 
-def texts(n: int) -> list[tuple[Role, str]]:
-    filler = "lorem ipsum dolor sit amet, consectetur adipiscing elit. "
-    body = (filler * (SIZE // len(filler) + 1))[:SIZE]
-    roles: tuple[Role, Role] = ("user", "assistant")
-    return [(roles[i % 2], f"{i:06d} {body}"[:SIZE]) for i in range(n)]
+def _conversation(session: str, n: int) -> list[Message]:
+    """Sessions named ``text-...`` hold the one-text conversation; the rest the agent's."""
+    return one_text_messages(n) if session.startswith("text") else agent_messages(n)
 
 
 class _Transcripts:
     """Our side's transcripts: per session, one list growing as an agent's does."""
 
     def __init__(self, n: int) -> None:
-        self.conv = [Message.text(role, text) for role, text in texts(n)]
+        self.n = n
+        self.convs: dict[str, list[Message]] = {}
         self.transcripts: dict[str, list[Message]] = {}
 
     def _transcript(self, session: str, n: int) -> list[Message]:
+        kind = "text" if session.startswith("text") else "agent"
+        if kind not in self.convs:
+            self.convs[kind] = _conversation(kind, self.n)
+        conv = self.convs[kind]
         transcript = self.transcripts.setdefault(session, [])
         del transcript[n:]
-        transcript.extend(self.conv[len(transcript) : n])
+        transcript.extend(conv[len(transcript) : n])
         return transcript
 
 
@@ -116,9 +134,8 @@ class Ours(_Transcripts):
     async def read(self, session: str) -> int:
         return len(await asyncio.to_thread(self._handle("reader").messages, session))
 
-    async def synchronous_level(self) -> int:
-        store = self._handle("a")
-        return int(store._conn.execute("PRAGMA synchronous").fetchone()[0])
+    async def durability(self) -> str:
+        return sqlite_durability(self._handle("a")._conn)
 
     async def close(self) -> None:
         for store in self.handles.values():
@@ -131,8 +148,15 @@ class _Peer:
     def __init__(self, path: Path, synchronous: str, n: int) -> None:
         self.path = path
         self.synchronous = synchronous
-        self.items = [{"role": role, "content": text} for role, text in texts(n)]
+        self.n = n
+        self.items: dict[bool, list[dict[str, Any]]] = {}
         self.handles: dict[tuple[str, str], Any] = {}
+
+    def _items(self, session: str) -> list[dict[str, Any]]:
+        kind = session.startswith("text")
+        if kind not in self.items:
+            self.items[kind] = [as_agents_item(m) for m in _conversation(session, self.n)]
+        return self.items[kind]
 
     def _make(self, session: str) -> Any:
         raise NotImplementedError
@@ -143,13 +167,13 @@ class _Peer:
         return self.handles[(session, which)]
 
     async def setup(self, session: str, n: int, *, handles: tuple[str, ...]) -> None:
-        await self._handle(session, handles[0]).add_items(self.items[:n])
+        await self._handle(session, handles[0]).add_items(self._items(session)[:n])
         for other in handles[1:]:
             await self._handle(session, other).get_items()
 
     async def turn(self, session: str, n: int, which: str) -> None:
         """The peer's cheapest write before request n: append message n alone."""
-        await self._handle(session, which).add_items([self.items[n - 1]])
+        await self._handle(session, which).add_items([self._items(session)[n - 1]])
 
     async def read(self, session: str) -> int:
         return len(await self._handle(session, "reader").get_items())
@@ -177,13 +201,9 @@ class PeerSQLiteSession(_Peer):
 
         return Session(session, self.path)
 
-    async def synchronous_level(self) -> int:
+    async def durability(self) -> str:
         handle = self._handle("probe", "a")
-
-        def probe() -> int:
-            return int(handle._get_connection().execute("PRAGMA synchronous").fetchone()[0])
-
-        return await asyncio.to_thread(probe)
+        return await asyncio.to_thread(lambda: sqlite_durability(handle._get_connection()))
 
 
 class PeerSQLAlchemySession(_Peer):
@@ -200,6 +220,7 @@ class PeerSQLAlchemySession(_Peer):
         @event.listens_for(self.engine.sync_engine, "connect")
         def _durability(dbapi_connection: Any, _: Any) -> None:
             cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute(f"PRAGMA synchronous = {level}")
             cursor.close()
 
@@ -208,82 +229,359 @@ class PeerSQLAlchemySession(_Peer):
 
         return SQLAlchemySession(session, engine=self.engine, create_tables=True)
 
-    async def synchronous_level(self) -> int:
+    async def durability(self) -> str:
         from sqlalchemy import text
 
         await self._handle("probe", "a").get_items()  # creates the tables, connects
         async with self.engine.connect() as conn:
             journal = (await conn.execute(text("PRAGMA journal_mode"))).scalar()
-            assert journal == "wal", journal
-            return int((await conn.execute(text("PRAGMA synchronous"))).scalar() or 0)
+            level = (await conn.execute(text("PRAGMA synchronous"))).scalar()
+        return durability_line(journal, level)
 
     async def close(self) -> None:
         await super().close()
         await self.engine.dispose()
 
 
-class _SQLAlone:
-    """A contender's statements for one save, alone on a plain connection to its file."""
+# -- the comparison ----------------------------------------------------------------
 
-    def __init__(self, path: Path, synchronous: str, session: str) -> None:
-        # The peer's connections keep the module's implicit transactions; ours issues
-        # BEGIN itself. Each floor copies its contender.
-        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=self.isolation_level)
-        self.conn.execute(f"PRAGMA synchronous = {synchronous}")
-        self.session = session
+CONTENDERS = (Ours, PeerSQLiteSession, PeerSQLAlchemySession)
 
-    isolation_level: ClassVar[Literal["DEFERRED"] | None] = "DEFERRED"  # the module's implicit BEGIN
+# (session, messages before the first measured save, handles): a replica joins by reading.
+_SETUPS: list[tuple[str, int, tuple[str, ...]]] = [
+    ("one-20", SMALL - 1, ("a",)),
+    ("one-2000", TURNS - 1, ("a",)),
+    ("two-20", SMALL - 1, ("a", "b")),
+    ("two-2000", TURNS - 1, ("a", "b")),
+    ("text-2000", TURNS, ("a",)),
+]
+# (label, session, size at the first round, handles taking turns; none for a read)
+_MEASURES: list[tuple[str, str, int, str]] = [
+    ("save@20 one", "one-20", SMALL, "a"),
+    ("save@2000 one", "one-2000", TURNS, "a"),
+    ("save@20 two", "two-20", SMALL, "ab"),
+    ("save@2000 two", "two-2000", TURNS, "ab"),
+    ("read 2000", "one-2000", TURNS, ""),
+    ("read 2000, one-text messages only", "text-2000", TURNS, ""),
+]
 
-    def turn(self) -> None:
-        raise NotImplementedError
+
+async def _round(stores: list[Any], r: int, results: dict[str, dict[str, list[float]]]) -> None:
+    """Round ``r``: measure by measure, the contenders taking turns in a rotating order."""
+    order = stores[r % len(stores) :] + stores[: r % len(stores)]
+    for label, session, size, handles in _MEASURES:
+        for store in order:
+            call = store.turn(session, size + r, handles[r % len(handles)]) if handles else store.read(session)
+            start = time.perf_counter()
+            await call
+            results[store.name].setdefault(label, []).append((time.perf_counter() - start) * 1000)
+
+
+async def _durabilities(stores: list[Any], synchronous: str) -> dict[str, str]:
+    found = {store.name: await store.durability() for store in stores}
+    want = f"journal_mode=wal, synchronous={synchronous}"
+    for name, got in found.items():
+        if got != want:
+            raise SystemExit(f"{name}: {got}, not {want}")
+    return found
+
+
+async def run_comparison(base: Path, synchronous: str, repeats: int) -> dict[str, Any]:
+    n = TURNS + repeats + 2
+    stores = [make(base / f"{make.__name__}-{synchronous}.sqlite", synchronous, n) for make in CONTENDERS]
+    results: dict[str, dict[str, list[float]]] = {s.name: {} for s in stores}
+    try:
+        durability = await _durabilities(stores, synchronous)
+        for store in stores:
+            for session, size, handles in _SETUPS:
+                await store.setup(session, size, handles=handles)
+        # What a store keeping every message as JSON parses for the read: the codec's text.
+        bodies = [encode_message(m) for m in agent_messages(TURNS)]
+        for r in range(repeats):
+            await _round(stores, r, results)
+            start = time.perf_counter()
+            for body in bodies:
+                json.loads(body)
+            results.setdefault("json.loads floor", {}).setdefault("read 2000", []).append(
+                (time.perf_counter() - start) * 1000
+            )
+    finally:
+        for store in stores:
+            await store.close()
+    medians = {name: {k: statistics.median(v) for k, v in got.items()} for name, got in results.items()}
+
+    # A whole conversation, grown as an agent grows it, each contender in a file of its
+    # own; turn by turn, the contenders take turns in a rotating order.
+    growing = [
+        make(base / f"{make.__name__}-{synchronous}-conversation.sqlite", synchronous, TURNS) for make in CONTENDERS
+    ]
+    totals: dict[str, float] = {store.name: 0.0 for store in growing}
+    try:
+        for turn in range(1, TURNS + 1):
+            for store in growing[turn % len(growing) :] + growing[: turn % len(growing)]:
+                start = time.perf_counter()
+                await store.turn("conversation", turn, "a")
+                totals[store.name] += (time.perf_counter() - start) * 1000
+    finally:
+        for store in growing:
+            await store.close()
+    sizes: dict[str, int] = {}
+    for store in growing:
+        with sqlite3.connect(store.path) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        sizes[store.name] = os.path.getsize(store.path)
+    return {"medians": medians, "totals": totals, "sizes": sizes, "durability": durability}
+
+
+def report_comparison(synchronous: str, result: dict[str, Any], repeats: int, load: str) -> str:
+    med, totals, sizes = result["medians"], result["totals"], result["sizes"]
+    ours, peer, alchemy = (c.name for c in CONTENDERS)
+    lines = [
+        f"#### SQLite, synchronous={synchronous}, WAL, every call through a worker thread (medians of {repeats}, ms)",
+        "",
+        f"Workload: {AGENT}; the last read row: {ONE_TEXT}. Durability read back: "
+        + "; ".join(f"{name}: {got}" for name, got in result["durability"].items())
+        + f". {load}.",
+        "",
+        f"| measure | {ours} | {peer} | {alchemy} | ours / SQLiteSession | ours / SQLAlchemySession |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, *_ in _MEASURES:
+        a, b, c = med[ours][key], med[peer][key], med[alchemy][key]
+        lines.append(f"| {key} | {a:.3f} | {b:.3f} | {c:.3f} | {a / b:.2f}x | {a / c:.2f}x |")
+    floor = med["json.loads floor"]["read 2000"]
+    lines.append(f"| json.loads of the 2,000 messages' codec JSON | {floor:.3f} | | | | |")
+    a, b, c = (totals[x] for x in (ours, peer, alchemy))
+    lines.append(f"| 2,000-turn conversation, total | {a:.0f} | {b:.0f} | {c:.0f} | {a / b:.2f}x | {a / c:.2f}x |")
+    a, b, c = (sizes[x] / 1e6 for x in (ours, peer, alchemy))
+    lines.append(f"| file size (MB) | {a:.2f} | {b:.2f} | {c:.2f} | {a / b:.2f}x | {a / c:.2f}x |")
+    growth_one = med[ours]["save@2000 one"] / med[ours]["save@20 one"]
+    growth_two = med[ours]["save@2000 two"] / med[ours]["save@20 two"]
+    lines += [
+        "",
+        f"ours: save@2000 / save@20 = {growth_one:.2f}x (one handle), {growth_two:.2f}x (two alternating); "
+        f"read 2000 / json.loads = {med[ours]['read 2000'] / floor:.2f}x",
+    ]
+    return "\n".join(lines)
+
+
+# -- the floor ---------------------------------------------------------------------
+
+
+class _Plain:
+    """Statements alone on a plain ``sqlite3`` connection (or two, taking turns) to a
+    file of its own, made by the contender the statements come from."""
+
+    name = ""
+    connections = 1
+    isolation_level: ClassVar[str | None] = None  # BEGIN issued by hand, as our store does
+
+    def __init__(self, path: Path, synchronous: str) -> None:
+        self.conns = [
+            sqlite3.connect(path, check_same_thread=False, isolation_level=self.isolation_level)
+            for _ in range(self.connections)
+        ]
+        for conn in self.conns:
+            conn.execute(f"PRAGMA synchronous = {synchronous}")
+
+    def durability(self) -> str:
+        return sqlite_durability(self.conns[0])
 
     def close(self) -> None:
-        self.conn.close()
+        for conn in self.conns:
+            conn.close()
 
 
-class OursSQLAlone(_SQLAlone):
-    isolation_level = None  # BEGIN issued by hand
+class _OursPlain(_Plain):
+    """A file our store made; each round inserts the row our save at that turn inserts."""
 
-    def __init__(self, path: Path, synchronous: str, session: str) -> None:
-        super().__init__(path, synchronous, session)
-        self.key = session.encode("utf-8")
-        self.body = encode_message(Message.text("user", texts(1)[0][1]))
-        (self.position,) = self.conn.execute(
-            "SELECT count(*) FROM storetest_messages m JOIN storetest_sessions s ON s.id = m.session_id "
-            "WHERE s.session = ?",
-            (self.key,),
-        ).fetchone()
+    def __init__(self, path: Path, synchronous: str, rows: list[tuple[bytes, str | None, str]]) -> None:
+        super().__init__(path, synchronous)
+        self.rows = rows
+        (self.sid,) = self.conns[0].execute("SELECT id FROM storetest_sessions").fetchone()
+        (self.start,) = self.conns[0].execute("SELECT count(*) FROM storetest_messages").fetchone()
 
-    def turn(self) -> None:
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        sid, _ = conn.execute(
-            "UPDATE storetest_sessions SET version = version + 1 WHERE session = ? RETURNING id, version",
-            (self.key,),
-        ).fetchone()
-        conn.executemany(
-            "INSERT INTO storetest_messages (session_id, position, digest, body) VALUES (?, ?, ?, ?)",
-            [(sid, self.position, os.urandom(32), self.body)],
-        )
-        conn.execute("COMMIT")
-        self.position += 1
-
-
-class PeerSQLAlone(_SQLAlone):
-    def __init__(self, path: Path, synchronous: str, session: str) -> None:
-        super().__init__(path, synchronous, session)
-        self.data = json.dumps({"role": "user", "content": texts(1)[0][1]})
-
-    def turn(self) -> None:
-        conn = self.conn
-        conn.execute("INSERT OR IGNORE INTO agent_sessions (session_id) VALUES (?)", (self.session,))
-        conn.executemany(
-            "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)", [(self.session, self.data)]
-        )
+    def insert(self, conn: sqlite3.Connection, r: int) -> None:
+        digest, role, body = self.rows[r]
         conn.execute(
-            "UPDATE agent_sessions SET updated_at = CURRENT_TIMESTAMP WHERE session_id = ?", (self.session,)
+            "INSERT INTO storetest_messages (session_id, position, digest, role, body) VALUES (?, ?, ?, ?, ?)",
+            (self.sid, self.start + r, digest, role, body),
         )
+
+
+class PhysicalFloor(_OursPlain):
+    name = "one INSERT and its fsync"
+
+    def turn(self, r: int) -> None:
+        conn = self.conns[r % self.connections]
+        conn.execute("BEGIN IMMEDIATE")
+        self.insert(conn, r)
+        conn.execute("COMMIT")
+
+
+class PhysicalFloorTwo(PhysicalFloor):
+    name = "one INSERT and its fsync, two connections alternating"
+    connections = 2
+
+
+class OursSQL(_OursPlain):
+    name = "our save's SQL alone"
+
+    def turn(self, r: int) -> None:
+        conn = self.conns[0]
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "UPDATE storetest_sessions SET version = version + 1 WHERE session = ? RETURNING id, version",
+            (b"floor",),
+        ).fetchone()
+        self.insert(conn, r)
+        conn.execute("COMMIT")
+
+
+class PeerSQL(_Plain):
+    """What ``SQLiteSession.add_items`` sends, on the module's implicit transactions."""
+
+    name = "SQLiteSession's add_items SQL alone"
+    isolation_level = "DEFERRED"
+
+    def __init__(self, path: Path, synchronous: str, items: list[str]) -> None:
+        super().__init__(path, synchronous)
+        self.items = items
+
+    def turn(self, r: int) -> None:
+        conn = self.conns[0]
+        conn.execute("INSERT OR IGNORE INTO agent_sessions (session_id) VALUES (?)", ("floor",))
+        conn.executemany(
+            "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)", [("floor", self.items[r])]
+        )
+        conn.execute("UPDATE agent_sessions SET updated_at = CURRENT_TIMESTAMP WHERE session_id = ?", ("floor",))
         conn.commit()
+
+
+async def run_floor(base: Path, synchronous: str, rounds: int) -> dict[str, Any]:
+    """Whole saves and the SQL under them, each on a file of its own, interleaved."""
+    n = TURNS + rounds + 2
+    conv = agent_messages(n)
+    directory = base / f"floor-{synchronous}"
+    directory.mkdir()
+
+    def made_by_ours(name: str) -> Ours:
+        return Ours(directory / f"{name}.sqlite", synchronous, n)
+
+    ours_one, ours_two = made_by_ours("ours-one"), made_by_ours("ours-two")
+    await ours_one.setup("floor", TURNS - 1, handles=("a",))
+    await ours_two.setup("floor", TURNS - 1, handles=("a", "b"))
+    for name in ("physical", "physical-two", "ours-sql"):
+        made = made_by_ours(name)
+        await made.setup("floor", TURNS - 1, handles=("a",))
+        await made.close()
+    peer = PeerSQLiteSession(directory / "peer.sqlite", synchronous, n)
+    await peer.setup("floor", TURNS - 1, handles=("a",))
+    peer_sql_maker = PeerSQLiteSession(directory / "peer-sql.sqlite", synchronous, n)
+    await peer_sql_maker.setup("floor", TURNS - 1, handles=("a",))
+    await peer_sql_maker.close()
+
+    # The row our save inserts at each measured turn; a digest is a digest to the disk.
+    rows = [
+        (os.urandom(32), *_columns(m, encode_message(m))) for m in conv[TURNS - 1 : TURNS - 1 + rounds]
+    ]
+    plain: dict[str, _Plain] = {
+        "floor one": PhysicalFloor(directory / "physical.sqlite", synchronous, rows),
+        "floor two": PhysicalFloorTwo(directory / "physical-two.sqlite", synchronous, rows),
+        "ours SQL": OursSQL(directory / "ours-sql.sqlite", synchronous, rows),
+        "peer SQL": PeerSQL(
+            directory / "peer-sql.sqlite", synchronous, [json.dumps(i) for i in peer._items("floor")[TURNS - 1 :]]
+        ),
+    }
+    calls: dict[str, Callable[[int], Awaitable[Any]]] = {
+        "ours one": lambda r: ours_one.turn("floor", TURNS + r, "a"),
+        "ours two": lambda r: ours_two.turn("floor", TURNS + r, "ab"[r % 2]),
+        "peer add_items": lambda r: peer.turn("floor", TURNS + r, "a"),
+    }
+    for key, floor in plain.items():
+        calls[key] = lambda r, floor=floor: asyncio.to_thread(floor.turn, r)
+    durability = {
+        "ours": await ours_one.durability(),
+        "SQLiteSession": await peer.durability(),
+        **{key: floor.durability() for key, floor in plain.items()},
+    }
+    want = f"journal_mode=wal, synchronous={synchronous}"
+    for key, got in durability.items():
+        if got != want:
+            raise SystemExit(f"floor, {key}: {got}, not {want}")
+    times: dict[str, list[float]] = {key: [] for key in calls}
+    order = list(calls)
+    try:
+        for r in range(rounds):
+            turn = order[r % len(order) :] + order[: r % len(order)]
+            if (r // len(order)) % 2:
+                turn.reverse()
+            for key in turn:
+                start = time.perf_counter()
+                await calls[key](r)
+                times[key].append((time.perf_counter() - start) * 1000)
+    finally:
+        await ours_one.close()
+        await ours_two.close()
+        await peer.close()
+        for floor in plain.values():
+            floor.close()
+    return {"times": times, "durability": durability}
+
+
+def _paired(times: dict[str, list[float]], a: str, b: str) -> str:
+    ratios = sorted(x / y for x, y in zip(times[a], times[b], strict=True))
+    q1, q2, q3 = statistics.quantiles(ratios, n=4)
+    return f"{q2:.2f}x ({q1:.2f}-{q3:.2f})"
+
+
+#: (what, whole, under it) rows of the floor table.
+FLOOR_RATIOS = [
+    ("our save, one handle / one INSERT and its fsync (the goal: 1.10x)", "ours one", "floor one"),
+    ("our save, two handles alternating / one INSERT and its fsync", "ours two", "floor one"),
+    ("our save, two handles alternating / the same, two connections alternating", "ours two", "floor two"),
+    ("our save / its SQL alone", "ours one", "ours SQL"),
+    ("our save's SQL alone / one INSERT and its fsync", "ours SQL", "floor one"),
+    ("SQLiteSession add_items / its SQL alone", "peer add_items", "peer SQL"),
+    ("SQLiteSession add_items / one INSERT and its fsync", "peer add_items", "floor one"),
+    ("our save, one handle / SQLiteSession add_items", "ours one", "peer add_items"),
+    ("our save's SQL alone / SQLiteSession add_items", "ours SQL", "peer add_items"),
+]
+
+
+def report_floor(synchronous: str, result: dict[str, Any], rounds: int, load: str) -> str:
+    times = result["times"]
+    lines = [
+        f"#### SQLite floor, synchronous={synchronous}, save at turn 2,000, {rounds} interleaved rounds",
+        "",
+        f"Workload: {AGENT}, one message more per save. Every contender on a file of its own, through "
+        f"`asyncio.to_thread`. Durability read back: all {result['durability']['ours']}. {load}.",
+        "",
+        "| call | median (ms) |",
+        "|---|---|",
+    ]
+    for key, got in times.items():
+        lines.append(f"| {key} | {statistics.median(got):.3f} |")
+    lines += ["", "| ratio (median of per-round ratios, interquartile range) | |", "|---|---|"]
+    for what, a, b in FLOOR_RATIOS:
+        lines.append(f"| {what} | {_paired(times, a, b)} |")
+    return "\n".join(lines)
+
+
+async def sqlite_section(args: argparse.Namespace) -> str:
+    parts = []
+    with tempfile.TemporaryDirectory(prefix="storetest-peers-", dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
+        for synchronous in args.synchronous or ["FULL", "NORMAL"]:
+            base = Path(tmp) / synchronous
+            base.mkdir()
+            result = await run_comparison(base, synchronous, args.repeats)
+            parts.append(report_comparison(synchronous, result, args.repeats, load_average()))
+            floor = await run_floor(base, synchronous, args.floor_rounds)
+            parts.append(report_floor(synchronous, floor, args.floor_rounds, load_average()))
+    return "\n\n".join(parts)
+
+
+# -- PostgreSQL --------------------------------------------------------------------
 
 
 class OursPostgres(_Transcripts):
@@ -331,125 +629,6 @@ class PeerSQLAlchemyPostgres(_Peer):
         await self.engine.dispose()
 
 
-class OursRedis(OursPostgres):
-    name = "storetest RedisStore"
-
-    def __init__(self, client: Any, n: int) -> None:
-        super().__init__(client, n)
-
-    def _handle(self, which: str) -> Any:
-        from reference_stores.redis import RedisStore
-
-        if which not in self.handles:
-            self.handles[which] = RedisStore(self.pool, prefix="bench-ours:")
-        return self.handles[which]
-
-
-class PeerRedisSession(_Peer):
-    name = "openai-agents RedisSession"
-
-    def __init__(self, client: Any, n: int) -> None:
-        super().__init__(Path(), "", n)
-        self.client = client
-
-    def _make(self, session: str) -> Any:
-        from agents.extensions.memory import RedisSession
-
-        return RedisSession(session, redis_client=self.client, key_prefix="bench-peer")
-
-    async def close(self) -> None:
-        pass  # the client is closed by its owner
-
-
-CONTENDERS = (Ours, PeerSQLiteSession, PeerSQLAlchemySession)
-FLOORS = {Ours.name: OursSQLAlone, PeerSQLiteSession.name: PeerSQLAlone}
-LEVELS = {"NORMAL": 1, "FULL": 2}
-
-
-# (session, messages before the first measured save, handles): a replica joins by reading.
-_SETUPS: list[tuple[str, int, tuple[str, ...]]] = [
-    ("one-20", SMALL - 1, ("a",)),
-    ("one-2000", TURNS - 1, ("a",)),
-    ("two-20", SMALL - 1, ("a", "b")),
-    ("two-2000", TURNS - 1, ("a", "b")),
-]
-# (label, session, size at the first round, handles taking turns; none for the read)
-_MEASURES: list[tuple[str, str, int, str]] = [
-    ("save@20 one", "one-20", SMALL, "a"),
-    ("save@2000 one", "one-2000", TURNS, "a"),
-    ("save@20 two", "two-20", SMALL, "ab"),
-    ("save@2000 two", "two-2000", TURNS, "ab"),
-    ("read 2000", "one-2000", TURNS, ""),
-]
-
-
-async def _round(stores: list[Any], r: int, results: dict[str, dict[str, list[float]]]) -> None:
-    """Round ``r``: measure by measure, the contenders taking turns in a rotating order."""
-    order = stores[r % len(stores) :] + stores[: r % len(stores)]
-    for label, session, size, handles in _MEASURES:
-        for store in order:
-            call = store.turn(session, size + r, handles[r % len(handles)]) if handles else store.read(session)
-            start = time.perf_counter()
-            await call
-            results[store.name].setdefault(label, []).append((time.perf_counter() - start) * 1000)
-
-
-async def run_level(base: Path, synchronous: str, repeats: int) -> dict[str, Any]:
-    n = TURNS + repeats + 2
-    stores = [make(base / f"{make.__name__}-{synchronous}.sqlite", synchronous, n) for make in CONTENDERS]
-    results: dict[str, dict[str, list[float]]] = {s.name: {} for s in stores}
-    floors: dict[str, _SQLAlone] = {}
-    try:
-        for store in stores:
-            level = await store.synchronous_level()
-            if level != LEVELS[synchronous]:
-                raise SystemExit(f"{store.name}: synchronous is {level}, not {synchronous}")
-            for session, size, handles in _SETUPS:
-                await store.setup(session, size, handles=handles)
-            if store.name in FLOORS:
-                await store.setup("sql-2000", TURNS - 1, handles=("a",))
-                floors[store.name] = FLOORS[store.name](store.path, synchronous, "sql-2000")
-        # The floor parses the JSON of the 2,000 messages read: the codec's text for them,
-        # as a store keeping every message as JSON would hold it.
-        bodies = [encode_message(Message.text(role, text)) for role, text in texts(TURNS)]
-        for r in range(repeats):
-            await _round(stores, r, results)
-            for name, floor in list(floors.items())[r % 2 :] + list(floors.items())[: r % 2]:
-                start = time.perf_counter()
-                await asyncio.to_thread(floor.turn)
-                results[name].setdefault("SQL alone @2000", []).append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
-            for body in bodies[:TURNS]:
-                json.loads(body)
-            results.setdefault("json.loads floor", {}).setdefault("read 2000", []).append(
-                (time.perf_counter() - start) * 1000
-            )
-    finally:
-        for store in stores:
-            await store.close()
-        for floor in floors.values():
-            floor.close()
-    medians = {name: {k: statistics.median(v) for k, v in got.items()} for name, got in results.items()}
-
-    # A whole conversation, grown as an agent grows it, each contender in a file of its own.
-    totals: dict[str, float] = {}
-    sizes: dict[str, int] = {}
-    for make in CONTENDERS:
-        path = base / f"{make.__name__}-{synchronous}-conversation.sqlite"
-        store = make(path, synchronous, TURNS)
-        try:
-            start = time.perf_counter()
-            for turn in range(1, TURNS + 1):
-                await store.turn("conversation", turn, "a")
-            totals[store.name] = (time.perf_counter() - start) * 1000
-        finally:
-            await store.close()
-        with sqlite3.connect(path) as conn:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        sizes[store.name] = os.path.getsize(path)
-    return {"medians": medians, "totals": totals, "sizes": sizes}
-
-
 async def run_postgres(url: str, repeats: int) -> dict[str, dict[str, float]]:
     import asyncpg
 
@@ -480,6 +659,76 @@ async def _pair(stores: list[Any], repeats: int) -> dict[str, dict[str, float]]:
     return {name: {k: statistics.median(v) for k, v in got.items()} for name, got in results.items()}
 
 
+def report_pair(
+    title: str, ours: str, peer: str, short: str, med: dict[str, dict[str, float]], repeats: int, durability: str
+) -> str:
+    lines = [
+        f"#### {title} (medians of {repeats}, ms)",
+        "",
+        f"Workload: {AGENT}; the last read row: {ONE_TEXT}. Durability read back from the server "
+        f"(both stores on it): {durability}. {load_average()}.",
+        "",
+        f"| measure | {ours} | {peer} | ours / {short} |",
+        "|---|---|---|---|",
+    ]
+    for key, *_ in _MEASURES:
+        a, c = med[ours][key], med[peer][key]
+        lines.append(f"| {key} | {a:.3f} | {c:.3f} | {a / c:.2f}x |")
+    growth_one = med[ours]["save@2000 one"] / med[ours]["save@20 one"]
+    growth_two = med[ours]["save@2000 two"] / med[ours]["save@20 two"]
+    lines += ["", f"ours: save@2000 / save@20 = {growth_one:.2f}x (one handle), {growth_two:.2f}x (two alternating)"]
+    return "\n".join(lines)
+
+
+async def postgres_section(args: argparse.Namespace) -> str:
+    from common import server_durability
+
+    from storetest import databases
+
+    with databases.throwaway("postgres", durable=True) as url:
+        durability = server_durability("postgres", url)
+        med = await run_postgres(url, args.repeats)
+    return report_pair(
+        "PostgreSQL 15, durable, both on the event loop",
+        OursPostgres.name,
+        PeerSQLAlchemyPostgres.name,
+        "SQLAlchemySession",
+        med,
+        args.repeats,
+        durability,
+    )
+
+
+# -- Redis -------------------------------------------------------------------------
+
+
+class OursRedis(OursPostgres):
+    name = "storetest RedisStore"
+
+    def _handle(self, which: str) -> Any:
+        from reference_stores.redis import RedisStore
+
+        if which not in self.handles:
+            self.handles[which] = RedisStore(self.pool, prefix="bench-ours:")
+        return self.handles[which]
+
+
+class PeerRedisSession(_Peer):
+    name = "openai-agents RedisSession"
+
+    def __init__(self, client: Any, n: int) -> None:
+        super().__init__(Path(), "", n)
+        self.client = client
+
+    def _make(self, session: str) -> Any:
+        from agents.extensions.memory import RedisSession
+
+        return RedisSession(session, redis_client=self.client, key_prefix="bench-peer")
+
+    async def close(self) -> None:
+        pass  # the client is closed by its owner
+
+
 #: What the Redis run asks of its server, read back before measuring.
 REDIS_DURABILITY = {"appendonly": "yes", "appendfsync": "always"}
 
@@ -503,70 +752,50 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def report_postgres(med: dict[str, dict[str, float]], repeats: int) -> str:
-    return _report_pair("PostgreSQL, both on the event loop", OursPostgres.name, PeerSQLAlchemyPostgres.name,
-                        "SQLAlchemySession", med, repeats)
+async def redis_section(args: argparse.Namespace) -> str:
+    """Both contenders on one redis-server of the run's own, AOF fsynced on every write."""
+    from storetest._databases import redis as redis_databases
 
-
-def _report_pair(title: str, ours: str, peer: str, short: str, med: dict[str, dict[str, float]], repeats: int) -> str:
-    lines = [
-        f"### {title} (medians of {repeats}, ms)",
-        "",
-        f"| measure | {ours} | {peer} | ours / {short} |",
-        "|---|---|---|---|",
-    ]
-    for key in ("save@20 one", "save@2000 one", "save@20 two", "save@2000 two", "read 2000"):
-        a, c = med[ours][key], med[peer][key]
-        lines.append(f"| {key} | {a:.3f} | {c:.3f} | {a / c:.2f}x |")
-    growth_one = med[ours]["save@2000 one"] / med[ours]["save@20 one"]
-    growth_two = med[ours]["save@2000 two"] / med[ours]["save@20 two"]
-    lines += ["", f"ours: save@2000 / save@20 = {growth_one:.2f}x (one handle), {growth_two:.2f}x (two alternating)"]
-    return "\n".join(lines)
-
-
-def report(synchronous: str, result: dict[str, Any], repeats: int) -> str:
-    med, totals, sizes = result["medians"], result["totals"], result["sizes"]
-    ours, peer, alchemy = (c.name for c in CONTENDERS)
-    lines = [
-        f"### synchronous={synchronous}, WAL, every call through a worker thread "
-        f"(medians of {repeats}, ms)",
-        "",
-        f"| measure | {ours} | {peer} | {alchemy} | ours / SQLiteSession | ours / SQLAlchemySession |",
-        "|---|---|---|---|---|---|",
-    ]
-    for key in ("save@20 one", "save@2000 one", "save@20 two", "save@2000 two", "read 2000"):
-        a, b, c = med[ours][key], med[peer][key], med[alchemy][key]
-        lines.append(f"| {key} | {a:.3f} | {b:.3f} | {c:.3f} | {a / b:.2f}x | {a / c:.2f}x |")
-    floor = med["json.loads floor"]["read 2000"]
-    lines.append(f"| json.loads of the 2,000 messages' JSON (floor) | {floor:.3f} | | | | |")
-    a, b = med[ours]["SQL alone @2000"], med[peer]["SQL alone @2000"]
-    lines.append(f"| a save's SQL alone @2000 (floor) | {a:.3f} | {b:.3f} | | {a / b:.2f}x | |")
-    a, b, c = (totals[x] for x in (ours, peer, alchemy))
-    lines.append(
-        f"| 2,000-turn conversation, total | {a:.0f} | {b:.0f} | {c:.0f} | {a / b:.2f}x | {a / c:.2f}x |"
+    with tempfile.TemporaryDirectory(prefix="storetest-peers-redis-") as tmp:
+        server = redis_databases.start_server(Path(tmp), config=REDIS_DURABILITY)
+        try:
+            settings, med = await run_redis(server.url, args.repeats)
+        finally:
+            os.kill(server.pid, signal.SIGTERM)
+            os.waitpid(server.pid, 0)
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+    return report_pair(
+        "Redis 7, one server, both on the event loop",
+        OursRedis.name,
+        PeerRedisSession.name,
+        "RedisSession",
+        med,
+        args.repeats,
+        shown,
     )
-    a, b, c = (sizes[x] / 1e6 for x in (ours, peer, alchemy))
-    lines.append(f"| file size (MB) | {a:.2f} | {b:.2f} | {c:.2f} | {a / b:.2f}x | {a / c:.2f}x |")
-    growth_one = med[ours]["save@2000 one"] / med[ours]["save@20 one"]
-    growth_two = med[ours]["save@2000 two"] / med[ours]["save@20 two"]
-    lines += [
-        "",
-        f"ours: save@2000 / save@20 = {growth_one:.2f}x (one handle), {growth_two:.2f}x (two alternating); "
-        f"read 2000 / json.loads floor = {med[ours]['read 2000'] / floor:.2f}x",
-        f"save@2000 over its SQL alone: ours {med[ours]['save@2000 one'] / med[ours]['SQL alone @2000']:.2f}x, "
-        f"SQLiteSession {med[peer]['save@2000 one'] / med[peer]['SQL alone @2000']:.2f}x; "
-        f"ours' SQL alone / SQLiteSession's add_items = "
-        f"{med[ours]['SQL alone @2000'] / med[peer]['save@2000 one']:.2f}x",
-    ]
-    return "\n".join(lines)
+
+
+#: Section name -> an async function of the parsed arguments returning its report
+#: (Markdown). It raises ``databases.Unavailable`` or ``ImportError`` to be reported as
+#: skipped. A backend's section slots in here.
+SECTIONS: dict[str, Callable[[argparse.Namespace], Awaitable[str]]] = {
+    "sqlite": sqlite_section,
+    "postgres": postgres_section,
+    "redis": redis_section,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
+    from storetest import databases
+
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=15, help="interleaved rounds (default 15)")
+    parser.add_argument("--repeats", type=int, default=15, help="interleaved rounds of the comparison (default 15)")
+    parser.add_argument("--floor-rounds", type=int, default=400, help="interleaved rounds of the floor (default 400)")
     parser.add_argument("--synchronous", action="append", choices=sorted(LEVELS), help="SQLite; default: both")
-    parser.add_argument("--backend", choices=["sqlite", "postgres", "redis"], help="default: all three")
+    parser.add_argument("--section", action="append", choices=sorted(SECTIONS), help="repeatable; default: all")
     args = parser.parse_args(argv)
+    if args.floor_rounds < 4:
+        parser.error("--floor-rounds must be at least 4 (the quartiles need them)")
     try:
         import aiosqlite  # noqa: F401
         import sqlalchemy.ext.asyncio  # noqa: F401
@@ -576,45 +805,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmarks/peers.py needs the peers it compares against: {exc}.")
         print(f"Install them with: {INSTALL}")
         return 2
-    if args.backend in (None, "sqlite"):
-        with tempfile.TemporaryDirectory(prefix="storetest-peers-", dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
-            for synchronous in args.synchronous or ["FULL", "NORMAL"]:
-                result = asyncio.run(run_level(Path(tmp), synchronous, args.repeats))
-                print(report(synchronous, result, args.repeats))
-                print()
-    if args.backend in (None, "postgres"):
-        from storetest import databases
-
+    for name in args.section or list(SECTIONS):
         try:
-            with databases.throwaway("postgres") as url:
-                print(report_postgres(asyncio.run(run_postgres(url, args.repeats)), args.repeats))
+            print(asyncio.run(SECTIONS[name](args)), flush=True)
         except (databases.Unavailable, ImportError) as exc:
-            print(f"### PostgreSQL: skipped ({exc})")
-    if args.backend in (None, "redis"):
-        from storetest import databases
-
+            print(f"#### {name}: skipped ({exc})")
         print()
-        try:
-            print(_redis_part(args.repeats))
-        except (databases.Unavailable, ImportError) as exc:
-            print(f"### Redis: skipped ({exc})")
     return 0
-
-
-def _redis_part(repeats: int) -> str:
-    """Both contenders on one redis-server of the run's own, AOF fsynced on every write."""
-    from storetest._databases import redis as redis_databases
-
-    with tempfile.TemporaryDirectory(prefix="storetest-peers-redis-") as tmp:
-        server = redis_databases.start_server(Path(tmp), config=REDIS_DURABILITY)
-        try:
-            settings, med = asyncio.run(run_redis(server.url, repeats))
-        finally:
-            os.kill(server.pid, signal.SIGTERM)
-            os.waitpid(server.pid, 0)
-    shown = ", ".join(f"{k} {v}" for k, v in settings.items())
-    return _report_pair(f"Redis 7, one server, {shown} (read back), both on the event loop",
-                        OursRedis.name, PeerRedisSession.name, "RedisSession", med, repeats)
 
 
 if __name__ == "__main__":

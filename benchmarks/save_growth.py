@@ -1,25 +1,33 @@
 """How a save's cost grows with the transcript, backend by backend, in one run.
 
 An agent saves its whole transcript before every model request. This script grows a
-conversation of ~500-byte messages one message per save, as an agent does, and
-reports the median time of the saves around turn 20 and around turn 2,000 (each one
-saving the whole transcript), and their ratio. A store that writes only the new tail
-stays near 1x; one that rewrites everything grows about linearly (~100x).
+conversation one message per save, as an agent does (``common.AGENT``: tool calls
+with raw JSON arguments, tool results, an attachment, one-text messages;
+``--workload one-text`` for 500-character one-text messages only), and
+reports the median time of saves at turn 20 and at turn 2,000 (each one saving the
+whole transcript), and their ratio. A store that writes only the new tail stays near
+1x; one that rewrites everything grows about linearly (~100x).
 
-Each backend runs two ways, alternating conversation by conversation: one handle
-saving every turn, and two handles on the same backend taking turns (replicas behind
-a load balancer), so that every save is made by a handle that did not write the last
-version and must learn what the other wrote.
+Each backend runs two ways: one handle saving every turn, and two handles on the same
+backend taking turns (replicas behind a load balancer), so that every save is made by
+a handle that did not write the last version and must learn what the other wrote. Four
+sessions per backend (each way, each end) start just below their end and grow by one
+message a round; every round saves each once, in a rotating order, so machine noise
+hits both ends alike (the small end drifts from turn 20 to 20 + rounds).
 
     python benchmarks/save_growth.py                      # every backend available
-    python benchmarks/save_growth.py --backend postgres --repeats 5
+    python benchmarks/save_growth.py --backend postgres --rounds 200
 
-Databases come from ``storetest.databases.throwaway`` (``STORETEST_POSTGRES_URL``, a
-Docker engine, or local server binaries, stopped at the end; Redis under a key prefix
-of the run's own, with no persistence on a server it starts). To add a backend, add an
-entry to ``BACKENDS``: an async context manager taking a private directory and
-yielding two store handles on one backend (async or sync methods both work); raise
-``Unavailable`` or ``ImportError`` to have it reported as skipped.
+Every backend runs durable, read back and printed with the figures: SQLite in WAL mode
+with the store's default ``synchronous=FULL``; PostgreSQL and MariaDB on servers from
+``storetest.databases.throwaway(..., durable=True)`` (``STORETEST_POSTGRES_URL``, a
+Docker engine, or local server binaries, stopped at the end; a server that is not
+durable is refused); Redis under a key prefix of the run's own, on a server it starts
+with no persistence (``appendonly``/``appendfsync`` printed as read back: it is compared
+with nothing here). To add a backend, add an entry to ``BACKENDS``: an async context
+manager taking a private directory and yielding two store handles on one backend
+(async or sync methods both work) and a line saying its durability, as read back;
+raise ``Unavailable`` or ``ImportError`` to have it reported as skipped.
 """
 
 from __future__ import annotations
@@ -37,8 +45,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common import (
+    AGENT,
+    ONE_TEXT,
+    agent_messages,
+    load_average,
+    one_text_messages,
+    server_durability,
+    sqlite_durability,
+)
+
 from storetest import databases
-from storetest.contract import Message, Role
+from storetest.contract import Message
 from storetest.databases import Unavailable
 
 Factory = Callable[[Path], AbstractAsyncContextManager[Any]]
@@ -50,12 +68,12 @@ async def _postgres(directory: Path) -> AsyncIterator[Any]:
 
     from reference_stores.postgres import SCHEMA, PostgresStore
 
-    with databases.throwaway("postgres") as url:
+    with databases.throwaway("postgres", durable=True) as url:
         pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
         try:
             async with pool.acquire() as conn:
                 await conn.execute(SCHEMA)
-            yield PostgresStore(pool), PostgresStore(pool)
+            yield PostgresStore(pool), PostgresStore(pool), server_durability("postgres", url)
         finally:
             await pool.close()
 
@@ -67,21 +85,21 @@ async def _sqlite(directory: Path) -> AsyncIterator[Any]:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "bench.sqlite3"
     with SQLiteStore(path) as a, SQLiteStore(path) as b:
-        yield a, b
+        yield a, b, sqlite_durability(a._conn)
 
 
 @asynccontextmanager
 async def _mysql(directory: Path) -> AsyncIterator[Any]:
     from reference_stores.mysql import SCHEMA, MySQLStore
 
-    with databases.throwaway("mysql") as url:
+    with databases.throwaway("mysql", durable=True) as url:
         conn, other = databases.mysql_connection(url), databases.mysql_connection(url)
         try:
             with conn.cursor() as cur:
                 for statement in SCHEMA:
                     cur.execute(statement)
             conn.commit()
-            yield MySQLStore(conn), MySQLStore(other)
+            yield MySQLStore(conn), MySQLStore(other), server_durability("mysql", url)
         finally:
             conn.close()
             other.close()
@@ -96,7 +114,9 @@ async def _redis(directory: Path) -> AsyncIterator[Any]:
     with databases.throwaway("redis") as (url, prefix):
         one, two = Redis.from_url(url), Redis.from_url(url)
         try:
-            yield RedisStore(one, prefix=prefix), RedisStore(two, prefix=prefix)
+            settings = {key: (await one.config_get(key))[key] for key in ("appendonly", "appendfsync")}
+            shown = ", ".join(f"{k}={v.decode() if isinstance(v, bytes) else v}" for k, v in settings.items())
+            yield RedisStore(one, prefix=prefix), RedisStore(two, prefix=prefix), shown
         finally:
             await one.aclose()
             await two.aclose()
@@ -118,17 +138,14 @@ class Result:
     small_ms: float = 0.0
     large_ms: float = 0.0
     skipped: str = ""
+    durability: str = ""
 
     @property
     def ratio(self) -> float:
         return self.large_ms / self.small_ms if self.small_ms else float("nan")
 
 
-def conversation(turns: int, size: int) -> list[Message]:
-    filler = "lorem ipsum dolor sit amet, consectetur adipiscing elit. "
-    text = (filler * (size // len(filler) + 1))[:size]
-    roles: tuple[Role, Role] = ("user", "assistant")
-    return [Message.text(roles[i % 2], f"{i:06d} {text}"[:size]) for i in range(turns)]
+WORKLOADS = {"agent": (AGENT, agent_messages), "one-text": (ONE_TEXT, one_text_messages)}
 
 
 async def _call(method: Callable[..., Any], *args: Any) -> Any:
@@ -141,33 +158,46 @@ async def _call(method: Callable[..., Any], *args: Any) -> Any:
 async def measure(
     name: str, factory: Factory, directory: Path, args: argparse.Namespace
 ) -> list[Result]:
-    conv = conversation(args.turns, args.size)
-    small_turns = range(max(1, args.small - args.window + 1), args.small + 1)
-    large_turns = range(args.turns - args.window + 1, args.turns + 1)
-    times: dict[str, tuple[list[float], list[float]]] = {"one": ([], []), "two alternating": ([], [])}
+    conv: list[Message] = WORKLOADS[args.workload][1](args.turns + args.rounds)
+    modes, ends = ("one", "two alternating"), {"small": args.small, "large": args.turns}
+    times: dict[tuple[str, str], list[float]] = {(mode, end): [] for mode in modes for end in ends}
     try:
-        async with factory(directory) as (a, b):
-            for repeat in range(args.repeats):
-                for mode, (small, large) in times.items():
-                    session = f"bench-{name}-{mode}-{repeat}-{time.time_ns()}"
-                    for turn in range(1, args.turns + 1):
-                        store = b if mode != "one" and turn % 2 == 0 else a
-                        transcript = conv[:turn]
-                        start = time.perf_counter()
-                        await _call(store.save, session, transcript)
-                        elapsed = (time.perf_counter() - start) * 1000
-                        if turn in small_turns:
-                            small.append(elapsed)
-                        elif turn in large_turns:
-                            large.append(elapsed)
-                    stored = await _call(a.messages, session)
-                    if stored != conv:
-                        raise AssertionError(f"{name}: the stored transcript is not the saved one")
+        async with factory(directory) as (a, b, durability):
+            # Each (mode, end) grows a session of its own, one message per round, from
+            # just below its end; the rounds interleave them all, in a rotating order.
+            sessions: dict[tuple[str, str], tuple[str, list[Message]]] = {}
+            for mode, end in times:
+                session = f"bench-{name}-{mode}-{end}-{time.time_ns()}"
+                transcript = conv[: ends[end] - 1]
+                await _call(a.save, session, transcript)
+                if mode != "one":
+                    await _call(b.messages, session)  # a replica joins by reading
+                sessions[(mode, end)] = (session, transcript)
+            order = list(times)
+            for r in range(args.rounds):
+                for mode, end in order[r % len(order) :] + order[: r % len(order)]:
+                    # Two alternating: b first (a wrote last), so every save is made by
+                    # the handle that did not write the last version.
+                    store = b if mode != "one" and r % 2 == 0 else a
+                    session, transcript = sessions[(mode, end)]
+                    transcript.append(conv[len(transcript)])
+                    start = time.perf_counter()
+                    await _call(store.save, session, transcript)
+                    times[(mode, end)].append((time.perf_counter() - start) * 1000)
+            for session, transcript in sessions.values():
+                if await _call(a.messages, session) != transcript:
+                    raise AssertionError(f"{name}: the stored transcript of {session} is not the saved one")
     except (Unavailable, ImportError) as exc:
         return [Result(name, skipped=str(exc))]
     return [
-        Result(name, mode, statistics.median(small), statistics.median(large))
-        for mode, (small, large) in times.items()
+        Result(
+            name,
+            mode,
+            statistics.median(times[(mode, "small")]),
+            statistics.median(times[(mode, "large")]),
+            durability=durability,
+        )
+        for mode in modes
     ]
 
 
@@ -201,19 +231,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--turns", type=int, default=2000, help="the long end (default 2000)")
     parser.add_argument("--small", type=int, default=20, help="the short end (default 20)")
-    parser.add_argument("--window", type=int, default=10, help="saves per end per repeat")
-    parser.add_argument("--repeats", type=int, default=3, help="conversations per backend")
-    parser.add_argument("--size", type=int, default=500, help="characters per message")
+    parser.add_argument("--rounds", type=int, default=60, help="interleaved rounds (default 60)")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="agent", help="default: agent")
     args = parser.parse_args(argv)
-    if not args.window <= args.small < args.turns - args.window:
-        parser.error("need window <= small < turns - window")
+    if not 1 < args.small < args.turns or args.rounds < 1:
+        parser.error("need 1 < small < turns and rounds >= 1")
     with tempfile.TemporaryDirectory(prefix="storetest-bench-") as tmp:
         results = asyncio.run(main_async(args, Path(tmp)))
     print(
-        f"median save time, whole transcript of {args.size}-character messages, "
-        f"{args.repeats} conversation(s) x {args.window} saves per end"
+        f"median save time, whole transcript, {args.rounds} interleaved rounds "
+        f"(each end's session grows by one message a round)\n"
+        f"workload: {WORKLOADS[args.workload][0]}\n{load_average()}"
     )
     print(_table(results, args))
+    for backend in dict.fromkeys(r.backend for r in results if r.durability):
+        durability = next(r.durability for r in results if r.backend == backend)
+        print(f"{backend} durability, read back: {durability}")
     return 0
 
 

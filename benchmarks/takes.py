@@ -19,7 +19,8 @@ On PostgreSQL the empty take is the same code in both columns (the probe): its r
 shows the noise. On MariaDB it is the same round trips (an empty DELETE against an
 empty SELECT). PostgreSQL times include the asyncpg pool's reset query on release (one
 more round trip, in both columns). Each round uses sessions of its own. Databases come
-from ``storetest.databases.throwaway``, as in ``save_growth.py``.
+from ``storetest.databases.throwaway``, in its fast mode (old and new share one
+connection, so one durability; printed, read back from the server, with the load).
 """
 
 from __future__ import annotations
@@ -36,8 +37,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from common import load_average, server_durability
+
 from storetest import databases
 from storetest.databases import Unavailable
+
+#: Backend -> its server's durability settings, read back when the run starts. Both
+#: columns run on one connection, so at one durability: the fast throwaway server's,
+#: where a take's cost is its round trips and work, not a commit's flush.
+DURABILITY: dict[str, str] = {}
 
 #: A queue size at which MariaDB's old take needs two DELETEs.
 BIG = 1500
@@ -111,6 +119,7 @@ async def _postgres() -> AsyncIterator[Backend]:
     ensure = "INSERT INTO storetest_sessions (session, version) VALUES ($1, 0) ON CONFLICT (session) DO NOTHING"
 
     with databases.throwaway("postgres") as url:
+        DURABILITY["postgres"] = server_durability("postgres", url)
         # One connection, shared by both contenders.
         pool = await asyncpg.create_pool(url, min_size=1, max_size=1)
         try:
@@ -154,6 +163,7 @@ async def _mysql() -> AsyncIterator[Backend]:
             mysql._deletes_returning = returning
 
     with databases.throwaway("mysql") as url:
+        DURABILITY["mysql"] = server_durability("mysql", url)
         conn = databases.mysql_connection(url)
         try:
             with conn.cursor() as cur:
@@ -267,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(head))
     for _, text in results:
         print(text)
+    for name, durability in DURABILITY.items():
+        print(f"{name} durability, read back: {durability}")
+    print(load_average())
     return 0
 
 

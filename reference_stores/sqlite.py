@@ -99,6 +99,11 @@ SCHEMA: Final = (
 )
 
 
+_INSERT: Final = (
+    "INSERT INTO storetest_messages (session_id, position, digest, role, body) VALUES (?, ?, ?, ?, ?)"
+)
+
+
 class SQLiteStore:
     """A synchronous session store in one SQLite database.
 
@@ -298,12 +303,17 @@ class SQLiteStore:
                         "DELETE FROM storetest_messages WHERE session_id = ? AND position >= ?",
                         (sid, plan.keep),
                     )
-                new = plan.new
-                conn.executemany(
-                    "INSERT INTO storetest_messages (session_id, position, digest, role, body) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [(sid, position, digest, *_columns(new[position], body)) for position, digest, body in plan.rows],
-                )
+                new, rows = plan.new, plan.rows
+                if len(rows) == 1:
+                    # The common save, one message more: execute skips executemany's
+                    # iterator and per-row cursor reset.
+                    ((position, digest, body),) = rows
+                    conn.execute(_INSERT, (sid, position, digest, *_columns(new[position], body)))
+                elif rows:
+                    conn.executemany(
+                        _INSERT,
+                        [(sid, position, digest, *_columns(new[position], body)) for position, digest, body in rows],
+                    )
                 conn.execute("COMMIT")
             except BaseException:
                 # Rolled back, or perhaps not: what this handle remembers may be stale.

@@ -75,7 +75,29 @@ def encode_message(message: Message) -> str:
         # What _dumps makes of {"role": ..., "content": text}, without the encoder's
         # walk over a dict: the common message costs two string escapes.
         return '{"role":' + _quote(message.role) + ',"content":' + _quote(content[0].text) + "}"
-    return _dumps({"role": message.role, "content": [_encode_part(p) for p in content]})
+    return '{"role":' + _quote(message.role) + ',"content":[' + ",".join(map(_part_text, content)) + "]}"
+
+
+def _part_text(part: Content) -> str:
+    """What _dumps makes of ``_encode_part(part)``, by concatenation: no dict to build and
+    walk, a save's other messages (tool calls, results) cost their string escapes."""
+    if type(part) is ToolCall:
+        return (
+            '{"type":"tool_call","id":' + _quote(part.id) + ',"name":' + _quote(part.name)
+            + ',"arguments":' + _quote(part.arguments) + "}"
+        )
+    if type(part) is ToolResult:
+        return (
+            '{"type":"tool_result","call_id":' + _quote(part.call_id) + ',"content":' + _quote(part.content)
+            + (',"is_error":true}' if part.is_error else ',"is_error":false}')
+        )
+    if type(part) is Text:
+        return '{"type":"text","text":' + _quote(part.text) + "}"
+    if type(part) is Attachment:
+        # The base64 alphabet needs no JSON escape: quoted as it is.
+        data = base64.b64encode(part.data).decode("ascii")
+        return '{"type":"attachment","media_type":' + _quote(part.media_type) + ',"data":"' + data + '"}'
+    return _dumps(_encode_part(part))
 
 
 # One encoder, built once: json.dumps builds a new JSONEncoder on every call that passes

@@ -27,7 +27,7 @@ import shutil
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +37,7 @@ __all__ = [
     "TestRun",
     "Unavailable",
     "docker_engine_answers",
+    "durable_or_refused",
     "free_port",
     "required_backends",
     "shared_local_server",
@@ -115,6 +116,34 @@ def wait_until(ready: Callable[[], bool], *, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise Unavailable(f"{what} did not become ready within {timeout:.0f}s")
         time.sleep(0.05)
+
+
+def durable_or_refused(
+    databases: Iterator[str],
+    *,
+    durable: bool,
+    server: str,
+    want: Mapping[str, str],
+    read: Callable[[str], dict[str, str]],
+) -> Iterator[str]:
+    """Yield the URL ``databases`` yields, and resume it afterwards (it drops the
+    database). With ``durable``, only once the server's settings (``read(url)``) are
+    ``want``: else the database is dropped and :class:`Unavailable` names the settings
+    that differ, so nobody times a store on a server that keeps nothing."""
+    url = next(databases)
+    try:
+        if durable:
+            found = read(url)
+            differ = {name: found.get(name) for name, value in want.items() if found.get(name) != value}
+            if differ:
+                raise Unavailable(
+                    f"a durable {server} database was asked for, but the server has "
+                    + ", ".join(f"{name}={value}" for name, value in differ.items())
+                    + f" (durable means {', '.join(f'{k}={v}' for k, v in want.items())})"
+                )
+        yield url
+    finally:
+        next(databases, None)
 
 
 @dataclass(frozen=True)

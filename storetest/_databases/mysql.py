@@ -4,6 +4,15 @@ a MariaDB/MySQL server started from local binaries (see the package docstring).
 Every caller gets a database of its own (``storetest_<random>``, ``utf8mb4``), dropped
 after the generator resumes. pymysql, testcontainers and docker are imported inside the
 functions, so importing this module loads no driver.
+
+Two modes. The default, for tests: a local server runs with
+``innodb_flush_log_at_trx_commit=0`` and no doublewrite buffer (throwaway data;
+durability only costs time). ``durable=True``, for anything that times a commit against
+another store, gives a database on a server with :data:`DURABLE` settings (the redo log
+written and flushed at every commit, torn pages repairable), read back from the server
+before the URL is handed out: a local server is started in that mode (a separate one
+from the fast server), and a named or Docker server that is not durable is refused
+with :class:`Unavailable` naming the settings that differ.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote, unquote, urlsplit
 
 from storetest._databases import (
@@ -24,13 +33,14 @@ from storetest._databases import (
     TestRun,
     Unavailable,
     docker_engine_answers,
+    durable_or_refused,
     free_port,
     shared_local_server,
     url_from_env,
     wait_until,
 )
 
-__all__ = ["connect", "provision"]
+__all__ = ["DURABLE", "connect", "durability", "provision"]
 
 _HOW_TO_ENABLE = (
     "set STORETEST_MYSQL_URL to a server where the user may create databases "
@@ -43,6 +53,12 @@ _SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin")
 _INSTALL_DB_NAMES = ("mariadb-install-db", "mysql_install_db")
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+#: The server settings of a durable database, as ``SELECT @@name`` reports them.
+DURABLE: Final = {"innodb_flush_log_at_trx_commit": "1", "innodb_doublewrite": "1"}
+
+#: What the local server runs with in the fast mode (and what tests get).
+_FAST = {"innodb_flush_log_at_trx_commit": "0", "innodb_doublewrite": "0"}
 
 # A unix socket path longer than this is refused by the kernel (108 bytes on Linux).
 _MAX_SOCKET_PATH = 100
@@ -111,12 +127,33 @@ def _fresh_database(server_url: str) -> Iterator[str]:
             conn.close()
 
 
-def provision(run: TestRun) -> Iterator[str]:
+def provision(run: TestRun, *, durable: bool = False) -> Iterator[str]:
     """Yield the URL of a MySQL/MariaDB database nobody else uses; remove it on resume.
+    With ``durable``, on a server whose :func:`durability` is :data:`DURABLE`.
 
     :raises Unavailable: no server URL in the environment, no Docker engine and no
-        local server binaries; the message names the three ways to get one.
+        local server binaries; the message names the three ways to get one. With
+        ``durable``: the server found is not durable (the message names the settings).
     """
+    return durable_or_refused(
+        _databases(run, durable), durable=durable, server="MySQL/MariaDB", want=DURABLE, read=durability
+    )
+
+
+def durability(url: str) -> dict[str, str]:
+    """The server's :data:`DURABLE` settings as a session on ``url`` reads them."""
+    conn = connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT " + ", ".join(f"@@global.{name}" for name in DURABLE))
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    # A number for a boolean or numeric variable; text (MariaDB 11's doublewrite modes) as is.
+    return {name: str(value) for name, value in zip(DURABLE, row, strict=True)}
+
+
+def _databases(run: TestRun, durable: bool) -> Iterator[str]:
     server_url = url_from_env("mysql")
     if server_url is not None:
         with _fresh_database(server_url) as url:
@@ -127,7 +164,8 @@ def provision(run: TestRun) -> Iterator[str]:
         return
     binaries = _local_binaries()
     if binaries is not None:
-        server = shared_local_server("mysql", run, lambda d: _start_local(d, *binaries))
+        key = "mysql-durable" if durable else "mysql"
+        server = shared_local_server(key, run, lambda d: _start_local(d, *binaries, durable=durable))
         with _fresh_database(server.url) as url:
             yield url
         return
@@ -180,8 +218,9 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def _start_local(directory: Path, server: str, install: str) -> LocalServer:
-    """Initialise a data dir in ``directory`` and start a server on a free port.
+def _start_local(directory: Path, server: str, install: str, *, durable: bool = False) -> LocalServer:
+    """Initialise a data dir in ``directory`` and start a server on a free port, with
+    :data:`DURABLE` settings or the fast ones.
 
     Runs as whatever user we are (``--user=root`` keeps mariadbd from refusing to run as
     root). The returned pid is the server process itself, so stopping it needs no shell.
@@ -228,8 +267,7 @@ def _start_local(directory: Path, server: str, install: str) -> LocalServer:
                     "--skip-log-bin",
                     "--skip-name-resolve",
                     "--character-set-server=utf8mb4",
-                    "--innodb-flush-log-at-trx-commit=0",
-                    "--innodb-doublewrite=0",
+                    *(f"--{name.replace('_', '-')}={value}" for name, value in (DURABLE if durable else _FAST).items()),
                     "--innodb-buffer-pool-size=128M",
                     "--performance-schema=OFF",
                     "--max-connections=500",

@@ -5,6 +5,14 @@ Every caller gets a database of its own (``storetest_<random>``), created in whi
 server was found and dropped (``WITH (FORCE)``) when the caller is done. A local server
 is started at most once per test run and shared by the xdist workers; the plugin stops
 it when the run ends. asyncpg is imported inside the functions that use it.
+
+Two modes. The default, for tests, keeps nothing it need not: a local server runs with
+``fsync=off``, ``synchronous_commit=off`` and ``full_page_writes=off`` (throwaway data;
+durability only costs time). ``durable=True``, for anything that times a commit against
+another store, gives a database on a server with :data:`DURABLE` settings, read back
+from the server before the URL is handed out: a local server is started in that mode
+(a separate one from the fast server), and a named or Docker server that is not durable
+is refused with :class:`Unavailable` naming the settings that differ.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from storetest._databases import (
@@ -30,13 +38,14 @@ from storetest._databases import (
     TestRun,
     Unavailable,
     docker_engine_answers,
+    durable_or_refused,
     free_port,
     shared_local_server,
     url_from_env,
     wait_until,
 )
 
-__all__ = ["HOW_TO_ENABLE", "find_bindir", "provision"]
+__all__ = ["DURABLE", "HOW_TO_ENABLE", "durability", "find_bindir", "provision"]
 
 HOW_TO_ENABLE = (
     "set STORETEST_POSTGRES_URL to a server where the tests may create databases "
@@ -48,14 +57,29 @@ HOW_TO_ENABLE = (
 #: initdb and postgres refuse to run as root; this account runs them instead.
 _SERVER_USER = "postgres"
 
+#: The settings of a server that keeps every acknowledged commit: each commit's WAL is
+#: flushed to disk before COMMIT returns, and a torn page can be repaired after a crash.
+DURABLE: Final = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 
-def provision(run: TestRun) -> Iterator[str]:
+#: What the local server runs with in the fast mode (and what tests get).
+_FAST = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def provision(run: TestRun, *, durable: bool = False) -> Iterator[str]:
     """Yield the URL of a fresh PostgreSQL database; drop it (and stop any container)
-    when resumed.
+    when resumed. With ``durable``, on a server whose :func:`durability` is
+    :data:`DURABLE`.
 
     :raises Unavailable: no server URL, no Docker engine and no local binaries; the
-        message says how to enable each.
+        message says how to enable each. With ``durable``: the server found is not
+        durable (the message names the settings).
     """
+    return durable_or_refused(
+        _databases(run, durable), durable=durable, server="PostgreSQL", want=DURABLE, read=durability
+    )
+
+
+def _databases(run: TestRun, durable: bool) -> Iterator[str]:
     server_url = url_from_env("postgres")
     if server_url is not None:
         yield from _fresh_database(server_url)
@@ -65,10 +89,32 @@ def provision(run: TestRun) -> Iterator[str]:
         return
     bindir = find_bindir()
     if bindir is not None:
-        server = shared_local_server("postgres", run, lambda d: _start_local(bindir, d))
+        settings = DURABLE if durable else _FAST
+        key = "postgres-durable" if durable else "postgres"
+        server = shared_local_server(key, run, lambda d: _start_local(bindir, d, settings))
         yield from _fresh_database(server.url)
         return
     raise Unavailable(f"no PostgreSQL server found: {HOW_TO_ENABLE}")
+
+
+def durability(url: str) -> dict[str, str]:
+    """The server's ``fsync``, ``synchronous_commit`` and ``full_page_writes``, as the
+    server reports them to a session on ``url``."""
+
+    async def read() -> dict[str, str]:
+        import asyncpg
+
+        conn = await asyncpg.connect(url, timeout=30)
+        try:
+            rows = await conn.fetch(
+                "SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])", list(DURABLE)
+            )
+        finally:
+            await conn.close()
+        return {name: setting for name, setting in sorted(rows)}
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, read()).result()
 
 
 def find_bindir() -> Path | None:
@@ -149,7 +195,7 @@ def _from_docker() -> Iterator[str]:
         container.stop()
 
 
-def _start_local(bindir: Path, suggested: Path) -> LocalServer:
+def _start_local(bindir: Path, suggested: Path, settings: dict[str, str]) -> LocalServer:
     # The data dir lives under /tmp rather than pytest's basetemp: basetemp is private
     # to root (mode 0700), which the postgres account cannot enter, and a short path
     # keeps the socket path under the 107-byte limit. The registry records this dir,
@@ -204,18 +250,14 @@ def _start_local(bindir: Path, suggested: Path) -> LocalServer:
                 str(bindir / "postgres"),
                 "-D",
                 str(data),
-                "-F",
                 "-p",
                 str(port),
                 "-k",
                 str(top),
                 "-c",
                 "listen_addresses=127.0.0.1",
-                # Throwaway data: durability only costs time.
-                "-c",
-                "synchronous_commit=off",
-                "-c",
-                "full_page_writes=off",
+                # The mode: DURABLE, or _FAST (throwaway data, where durability only costs time).
+                *(arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")),
                 "-c",
                 "max_connections=300",
             ],
