@@ -158,7 +158,9 @@ class RedisStore:
     cluster are replicas of one another. Each remembers recent sessions, to write only
     what a save changed; that memory is checked against the stored version.
 
-    :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``, made on
+    :param client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` (redis-py
+        below 8: 8.0 and 8.1's cluster client fail concurrent first commands with an
+        ``AttributeError``, ``tests/test_redis_driver.py``), made on
         the event loop the store will be used from, without ``decode_responses=True``.
         The store never closes it.
     :param prefix: what every key starts with; it may hold no ``{`` or ``}``.
