@@ -1,11 +1,11 @@
 """A throwaway server that one test owns, to stop and start again: the run-wide server
 other xdist workers use must never be restarted under them.
 
-It is started the way :mod:`storetest._databases` starts a local server, then restarted
-once from its own command line (read from ``/proc``, Linux only) with commits that
-survive the server process being killed (PostgreSQL ``synchronous_commit=on``, MariaDB
-``innodb_flush_log_at_trx_commit=2``; the run-wide servers trade that away for speed).
-No fsync is needed for that: only the server process dies, never the machine.
+It is started the way :mod:`storetest._databases` starts a local server, with commits
+that survive the server process being killed (PostgreSQL ``synchronous_commit=on``,
+fsync still off: only the server process dies, never the machine; MariaDB its durable
+settings), which the run-wide servers trade away for speed; and restarted from its own
+command line (read from ``/proc``, Linux only).
 """
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ from storetest import _databases
 #: shutdowns, MariaDB's normal one (SIGTERM), or SIGKILL of every server process.
 Stop = Literal["fast", "immediate", "SIGKILL"]
 
-_DURABLE = {
-    "postgres": ["-c", "synchronous_commit=on"],
-    "mysql": ["--innodb-flush-log-at-trx-commit=2"],
-}
+# A commit's WAL reaches the kernel before COMMIT returns; no fsync.
+_POSTGRES_SETTINGS = {"fsync": "off", "synchronous_commit": "on", "full_page_writes": "off"}
 
 
 def skip_unless_private(backend: str) -> None:
@@ -71,9 +69,6 @@ class PrivateServer:
         if uid != os.getuid():
             entry = pwd.getpwuid(uid)
             self._as = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
-        self.stop("fast")
-        self._argv += _DURABLE[backend]
-        self.start()
 
     @staticmethod
     def _first_start(backend: str, top: Path) -> Any:
@@ -83,13 +78,13 @@ class PrivateServer:
             bindir = postgres.find_bindir()
             if bindir is None:
                 raise _databases.Unavailable(postgres.HOW_TO_ENABLE)
-            return postgres._start_local(bindir, top)
+            return postgres._start_local(bindir, top, _POSTGRES_SETTINGS)
         from storetest._databases import mysql
 
         binaries = mysql._local_binaries()
         if binaries is None:
             raise _databases.Unavailable("no mariadbd/mysqld and install-db binaries")
-        return mysql._start_local(top, *binaries)
+        return mysql._start_local(top, *binaries, durable=True)
 
     def stop(self, how: Stop) -> None:
         """Stop the server and wait until every one of its processes is gone."""
