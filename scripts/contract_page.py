@@ -110,9 +110,21 @@ All three go through `storetest.check`, so they call factories the same way.
 
 - **Once per clause.** Each clause that runs calls the factory once, on a fresh event
   loop, and uses that store for the whole clause; clauses never share a store object.
-  A clause that is skipped (`skip=`, or a replica clause without `replica=`) calls no
-  factory. A clause the store does not claim (it lacks a method) still calls the
-  factory, to see which methods the store has.
+  A clause that is skipped (`skip=`) calls no factory; nor does a replica clause
+  without `replica=` once what the store claims is known (from an earlier clause of the
+  run, or from the factory's class or return annotation). A clause the store does not
+  claim (it lacks a method) otherwise calls the factory, to see which methods the
+  store has.
+- **What a store claims, before pytest collects.** `run_conformance` never calls the
+  factory at collection time (a database may not be up yet, and every xdist worker
+  collects). It reads what the stores claim from the factory itself: a class
+  (`run_conformance(MyStore)`) or the factory's return annotation (`-> MyStore`,
+  `-> Iterator[MyStore]`, `-> AsyncIterator[MyStore]`, `-> Awaitable[MyStore]`). The
+  clauses such a store does not claim are not tests at all: the report gives them one
+  line (`not claimed: steers (4 clauses), entry log (13)`). A factory that says
+  nothing (a lambda, no annotation) gets every clause as a test, and the unclaimed ones
+  are skipped with a reason saying to annotate it. A store with more methods than its
+  annotation's class fails each clause test, naming what the annotation hides.
 - **Kinds of factory.** A plain function, an `async` function, a generator or an async
   generator. A generator yields the store once; the code after its `yield` is the
   teardown. A function's store is never closed by the suite: if it holds a connection
@@ -125,7 +137,8 @@ All three go through `storetest.check`, so they call factories the same way.
   then the replica factory, which may take a parameter named `primary` to receive the
   first store. The replica must be a second handle on the *same data* (another pool,
   connection or file handle), as a second process of the application would hold.
-  Without `replica=`, the replica clauses are skipped with a reason saying so.
+  Without `replica=`, the replica clauses are skipped with a reason saying how to give
+  one, in the caller's terms (`--replica MODULE:FACTORY` on the command line).
 - **Where methods run.** An async store's methods run as tasks on the event loop the
   factory ran on (an asyncpg pool must stay on the loop that made it), many at once in
   the concurrency clauses. A plain store's methods run in threads (up to {max_threads} at once);
@@ -181,6 +194,17 @@ named in `STORETEST_REQUIRE`).
 | exit status | meaning |
 |---|---|
 {exit_codes}
+
+### Reports
+
+`storetest check --report FILE` and `pytest --storetest-report=FILE` (each may be given
+several times; every path is checked before the run starts) write Markdown, JSON for
+`*.json` or one self-contained HTML file for `*.html`. A report links only inside itself:
+the promise and the real bugs behind each clause it shows are in it. Each failure shows
+every violation, the story of the failing example as Hypothesis shrank it, and the
+command that replays it. The JSON's keys are the fields of `Report` and `ClauseResult`
+(a run's clauses are `results`); it validates against the JSON Schema shipped as
+`storetest/report.schema.json` (`storetest.report.schema()`).
 """
 
 CLAUSES_PROSE = """\
@@ -200,7 +224,10 @@ its inputs but not the interleaving of its calls.
 EXIT_MEANINGS = {
     "EXIT_OK": "every claimed clause passed (skipped and not-claimed clauses aside)",
     "EXIT_FAILED": "a clause failed, or a factory or the suite raised (`error`)",
-    "EXIT_USAGE": "a usage error: bad arguments, a target that cannot be imported, an unknown clause",
+    "EXIT_USAGE": "a usage error: bad arguments, a target that cannot be imported, a report path that "
+    "cannot be written",
+    "EXIT_NO_CLAUSE": "the selection ran no clause: `-k` matched none, or the store claims none of those "
+    "it matched (pytest's exit status for no tests)",
 }
 
 

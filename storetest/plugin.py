@@ -64,7 +64,11 @@ def run_conformance(
         async function, or a (async) generator that yields the store and tears it
         down after the ``yield``. Its parameters are pytest fixtures, resolved by name.
         The store's methods may be async (driven by tasks on one event loop, the one
-        the factory ran on) or plain (driven from threads).
+        the factory ran on) or plain (driven from threads). A class, or a factory
+        whose return annotation names the store's class (``-> MyStore``,
+        ``-> Iterator[MyStore]``), says what its stores claim without being called:
+        the clauses they do not claim are then not collected, and the report names
+        them in one line.
     :param replica: makes a second handle on the same data, for the replica clauses;
         the same kinds of callable, with fixtures as parameters. A parameter named
         ``primary`` receives the store ``factory`` made. Without it, those clauses are

@@ -4,6 +4,7 @@ its agent loop collects steers and saves where the seed says it does."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -20,13 +21,42 @@ from storetest import Message, ToolResult
 ROOT = Path(__file__).resolve().parent.parent
 
 STORY = [
-    "replica B   left a steer in sessions.db, holding no run — there was none yet",
-    "replica A   ran 2 steps and was never told replica B existed",
+    "replica B   (process N) left a steer in sessions.db, holding no run — there was none yet",
+    "replica A   (process N) ran 2 steps and was never told replica B existed",
     "transcript  5 messages, and the steer is message 1 of them",
-    "replica C   resumed from 5 messages it never produced, and answered",
+    "replica C   (process N) resumed from 5 messages another process saved, and answered",
     '            "line 8 of lease.go: `return nil, ErrTokenExpired`, reached only while the lease is still valid."',
-    "steers      0 left in the store: it was handed over exactly once",
+    "steers      0 left in the store: the steer reached the model exactly once",
 ]
+#: The replicas run alone, out of the README's order: each line still says what happened.
+OUT_OF_ORDER = {
+    "cab": [
+        "replica C   (process N) found no conversation to resume: nobody has started it yet",
+        "replica A   (process N) ran 2 steps and was never told replica B existed",
+        "transcript  4 messages, and no steer reached it",
+        "replica B   (process N) left a steer in sessions.db, holding no run — a run had already saved 4 messages",
+    ],
+    "acb": [
+        "replica A   (process N) ran 2 steps and was never told replica B existed",
+        "transcript  4 messages, and no steer reached it",
+        "replica C   (process N) resumed from 4 messages another process saved, and answered",
+        '            "no line of token.go returns the token error."',  # without the steer, the wrong file
+        "steers      0 left in the store: no steer reached the model",
+        "replica B   (process N) left a steer in sessions.db, holding no run — a run had already saved 6 messages",
+    ],
+    "bca": [
+        "replica B   (process N) left a steer in sessions.db, holding no run — there was none yet",
+        "replica C   (process N) found no conversation to resume: nobody has started it yet",
+        "replica A   (process N) ran 2 steps and was never told replica B existed",
+        "transcript  5 messages, and the steer is message 1 of them",
+    ],
+}
+PROCESS = re.compile(r"\(process (\d+)\)")
+
+
+def _story(lines: list[str]) -> tuple[list[str], set[str]]:
+    """The lines with each process id replaced by N, and the ids."""
+    return [PROCESS.sub("(process N)", line) for line in lines], set(PROCESS.findall("\n".join(lines)))
 
 
 def _python(*args: str) -> list[str]:
@@ -40,12 +70,21 @@ def _python(*args: str) -> list[str]:
 
 def test_three_replicas_in_three_processes_tell_the_whole_story(tmp_path: Path) -> None:
     db = tmp_path / "sessions.db"
-    lines = [line for name in ("b", "a", "c") for line in _python("replica", name, "--db", str(db))]
+    lines, processes = _story([line for name in "bac" for line in _python("replica", name, "--db", str(db))])
+    assert lines == STORY and len(processes) == 3
+
+
+def test_the_one_command_tells_the_same_story_from_three_processes() -> None:
+    lines, processes = _story(_python())
     assert lines == STORY
+    assert len(processes) == 3 and str(os.getpid()) not in processes
 
 
-def test_the_one_command_tells_the_same_story() -> None:
-    assert _python() == STORY
+@pytest.mark.parametrize("order", sorted(OUT_OF_ORDER))
+def test_replicas_run_alone_in_any_order_say_what_happened(tmp_path: Path, order: str) -> None:
+    db = tmp_path / "sessions.db"
+    lines, _ = _story([line for name in order for line in _python("replica", name, "--db", str(db))])
+    assert lines == OUT_OF_ORDER[order]
 
 
 class _Recording:
