@@ -223,11 +223,13 @@ its inputs but not the interleaving of its calls.
 
 EXIT_MEANINGS = {
     "EXIT_OK": "every claimed clause passed (skipped and not-claimed clauses aside)",
-    "EXIT_FAILED": "a clause failed, or a factory or the suite raised (`error`)",
-    "EXIT_USAGE": "a usage error: bad arguments, a target that cannot be imported, a report path that "
-    "cannot be written",
+    "EXIT_FAILED": "a clause failed, or a factory or the suite raised (`error`; a factory's `sys.exit()` "
+    "too)",
+    "EXIT_USAGE": "a usage error: bad arguments, a target that cannot be imported (a missing module, or "
+    "any error its own code raised at import, with only its frames), a report path that cannot be written",
     "EXIT_NO_CLAUSE": "the selection ran no clause: `-k` matched none, or the store claims none of those "
     "it matched (pytest's exit status for no tests)",
+    "EXIT_INTERRUPTED": "interrupted: Ctrl-C, or a factory or store raised `KeyboardInterrupt`; no verdict",
 }
 
 

@@ -312,7 +312,7 @@ async def _open(label: str, fn: Callable[..., Any], available: Mapping[str, Any]
         if inspect.isawaitable(result):
             return await result
         return result
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a factory's sys.exit() is its failure, not the run's end
         raise FactoryError(label, "making the store", exc) from exc
 
 

@@ -7,8 +7,10 @@
 
 It calls :func:`storetest.check`, the same call every clause test of ``run_conformance``
 makes, so the verdicts are the same. Exit status: 0 when every claimed clause passed,
-1 when a clause or the factory failed, 4 for a usage error, 5 when the selection ran no
-clause (none matched ``-k``, or the store claims none of those matched), as in pytest.
+1 when a clause or the factory failed (a factory's ``sys.exit()`` too), 4 for a usage
+error (a target that cannot be imported, with the error its own code raised), 5 when the
+selection ran no clause (none matched ``-k``, or the store claims none of those matched),
+as in pytest, and 130 when interrupted (Ctrl-C, or ``KeyboardInterrupt`` raised inside).
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import importlib.util
 import os
 import re
 import sys
+import sysconfig
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from storetest.clauses import CLAUSES
+from storetest.failures import describe_exception, store_frames
 from storetest.profiles import PROFILES
 from storetest.report import render, unwritable
 from storetest.results import SHOWN, Progress, Report, render_text
@@ -32,7 +37,7 @@ from storetest.runner import SUPPLIED, check, unsupplied, with_replica_advice
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CLAUSE = 0, 1, 4, 5
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CLAUSE, EXIT_INTERRUPTED = 0, 1, 4, 5, 130
 _DEFAULT_TARGET = "the SQLite reference store on a temporary file"
 
 
@@ -66,6 +71,8 @@ def _resolve(target: str, flag: str) -> Callable[..., Any]:
             else importlib.import_module(module)
     except ImportError as exc:
         raise _Usage(f"cannot import {module!r} for {flag}: {exc}") from None
+    except Exception as exc:  # the target's own code raised while it was imported
+        raise _Usage(f"cannot import {module!r} for {flag}: {_own_frames(exc)}") from None
     factory = getattr(loaded, attribute, None)
     if not callable(factory):
         raise _Usage(f"{module!r} has no callable {attribute!r} for {flag}; name a function that "
@@ -94,6 +101,13 @@ def _load_file(path: str, flag: str) -> Any:
     sys.modules[name] = module  # the store's frames and its dataclasses need it there
     spec.loader.exec_module(module)
     return module
+
+
+def _own_frames(error: BaseException) -> str:
+    """The error and the frames of the target's own code (not importlib's, not storetest's)."""
+    theirs = ("<", str(Path(__file__).parent) + os.sep, sysconfig.get_paths()["stdlib"] + os.sep)
+    roots = [f.filename for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(theirs)]
+    return store_frames(error, roots) if roots else describe_exception(error)
 
 
 _TOKEN = re.compile(r"\s*(\(|\)|,|[^\s(),]+)")
@@ -175,7 +189,8 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="run the conformance suite against a store and print the report",
         description="Run every clause against a store. Exit 0 when every claimed clause passed, "
-        "1 when a clause or the factory failed, 4 for a usage error, 5 when the selection ran no clause.",
+        "1 when a clause or the factory failed, 4 for a usage error (also a target that cannot be imported), "
+        "5 when the selection ran no clause, 130 when interrupted.",
     )
     run.add_argument("target", nargs="?",
                      help=f"package.module:factory or path/to/file.py:factory, a callable returning (or "
@@ -248,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     except (TypeError, ValueError) as exc:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # Ctrl-C, or a factory or store that raised KeyboardInterrupt: never the store's verdict.
+        print("storetest check: interrupted; no verdict", file=sys.stderr)
+        return EXIT_INTERRUPTED
     report = with_replica_advice(_with_replays(report, args), "pass --replica MODULE:FACTORY")
     _print(report, args)
     if not report.ran:

@@ -180,6 +180,23 @@ def checking(clause: Callable[..., Any], run: Callable[[Any], Any] | None = None
     check.raise_if_any()
 
 
+def _folded(lines: list[str]) -> list[str]:
+    """Runs of one repeated frame (a recursion without end) as the frame and a count."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and lines[j] == lines[i]:
+            j += 1
+        out.append(lines[i])
+        if j - i > 2:
+            out.append(f"  ... {j - i - 1} more frames of the same")
+        else:
+            out += lines[i + 1:j]
+        i = j
+    return out
+
+
 def store_frames(error: BaseException, roots: Sequence[str]) -> str:
     """The traceback of ``error`` and its causes, cut to the frames in files under
     ``roots`` (the store's own code): a driver's or asyncio's frames tell the store's
@@ -193,7 +210,7 @@ def store_frames(error: BaseException, roots: Sequence[str]) -> str:
         own = [f for f in frames if any(f.filename.startswith(r) for r in roots)] or frames[-1:]
         text = str(current).strip().replace("\n", " ")
         block = [("caused by " if blocks else "") + f"{type(current).__name__}: {text}"]
-        block += [f"  {f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in own]
+        block += _folded([f"  {f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in own])
         blocks.append("\n".join(block))
         current = current.__cause__ or current.__context__
     return "\n".join(blocks)

@@ -240,3 +240,33 @@ def test_advice_for_a_parameter_is_advice_the_command_line_can_follow(tmp_path: 
     assert done.returncode == 4
     assert "parameter 'connection'" in done.stderr and "give it a default" in done.stderr
     assert "fixtures=" not in done.stderr
+
+
+FAILING_TARGETS = {
+    "raises_at_import.py": "import helper_for_import\n",
+    "helper_for_import.py": "raise RuntimeError('no config file')\n",
+    "bad_syntax.py": "def make_store(:\n    pass\n",
+    "odd_factories.py": (
+        "def recurses():\n    return recurses()\n\n\n"
+        "def exits():\n    raise SystemExit(7)\n\n\n"
+        "def interrupts():\n    raise KeyboardInterrupt\n"
+    ),
+}
+
+
+def test_exit_codes_of_targets_and_factories_that_fail(tmp_path: Path) -> None:
+    for name, text in FAILING_TARGETS.items():
+        (tmp_path / name).write_text(text)
+    raised = check("raises_at_import:make_store", "-q", cwd=tmp_path)
+    assert raised.returncode == 4, raised.stderr
+    assert "RuntimeError: no config file" in raised.stderr and "Traceback" not in raised.stderr
+    assert "importlib" not in raised.stderr and "helper_for_import.py:1" in raised.stderr
+    syntax = check("bad_syntax.py:make_store", "-q", cwd=tmp_path)
+    assert syntax.returncode == 4 and "SyntaxError" in syntax.stderr and "Traceback" not in syntax.stderr
+    deep = check("odd_factories:recurses", "-q", "-k", "unknown_session", cwd=tmp_path)
+    assert deep.returncode == 1 and "RecursionError" in deep.stdout
+    assert "more frames of the same" in deep.stdout and len(deep.stdout.splitlines()) < 40, deep.stdout
+    exits = check("odd_factories:exits", "-q", "-k", "unknown_session", cwd=tmp_path)
+    assert exits.returncode == 1 and "the factory raised SystemExit: 7 while making the store" in exits.stdout
+    stopped = check("odd_factories:interrupts", "-q", "-k", "unknown_session", cwd=tmp_path)
+    assert stopped.returncode == 130 and "interrupted" in stopped.stderr and "Traceback" not in stopped.stderr
