@@ -1,0 +1,93 @@
+"""The item-history contract and its binding: the type-strict comparison, one session
+object per (handle, id), what the binding closes, and the errors a misuse gets."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from storetest import check
+from storetest.item_diagnosis import describe_item, describe_item_id_merge, describe_limit
+from storetest.item_sessions import item_sessions, owned
+from storetest.items import first_difference, same_value
+from tests.item_histories import MemorySession
+
+
+@pytest.mark.parametrize(("sent", "got"), [
+    (1, 1.0), (1, True), (1.0, True), (0, False), ([1], (1,)), ("1", 1), (None, "null"),
+    ({"a": 1}, {"a": 1, "b": 2}), ({"a": [1, 2]}, {"a": [2, 1]}), (2**53 + 1, float(2**53 + 1)),
+])
+def test_the_comparison_is_type_strict(sent: object, got: object) -> None:
+    assert not same_value(sent, got)
+    assert first_difference(sent, got) is not None
+
+
+def test_key_order_is_not_part_of_the_promise() -> None:
+    assert same_value({"a": 1, "b": [1.0, {"c": None, "d": True}]}, {"b": [1.0, {"d": True, "c": None}], "a": 1})
+
+
+def test_diagnoses_name_the_damage() -> None:
+    call = {"type": "function_call", "arguments": '{"z":1,"a":[1, 2],"z":3}'}
+    assert "raw JSON re-encoded" in describe_item(call, {**call, "arguments": '{"a": [1, 2], "z": 3}'})
+    assert "came back as the integer 1" in describe_item({"n": 1.0}, {"n": 1})
+    assert "through a double" in describe_item({"n": 2**53 + 1}, {"n": float(2**53 + 1)})
+    assert "oldest 2" in describe_limit([{"i": 0}, {"i": 1}, {"i": 2}], 2, [{"i": 0}, {"i": 1}])
+    assert "key scheme" in describe_item_id_merge("s-x", "s-x:messages")
+    assert "glob" in describe_item_id_merge("s-x*", "s-xa")
+
+
+class _Closing(MemorySession):
+    closed: ClassVar[list[str]] = []
+
+    async def close(self) -> None:
+        self.closed.append(self.session_id)
+
+
+class _Engine:
+    disposed = 0
+
+    async def dispose(self) -> None:
+        _Engine.disposed += 1
+
+
+def test_one_object_per_handle_and_id_and_everything_opened_is_closed(tmp_path: Path) -> None:
+    """The binding opens each id once per handle, two handles for the replica clause,
+    and closes every session, then what the factory handed to owned()."""
+    opened: list[str] = []
+    backend: Any = (asyncio.Lock(), {})
+
+    def factory(tmp_path: Path) -> Any:
+        owned(_Engine())
+
+        def opener(session_id: str) -> _Closing:
+            opened.append(session_id)
+            return _Closing(backend, session_id)
+
+        return opener
+
+    _Closing.closed = []
+    report = check(item_sessions(factory), clauses=["item_replicas_see_each_others_writes"], seed=1)
+    assert report.ok, str(report)
+    assert len(opened) == 2 and len(set(opened)) == 1  # one id, once per handle
+    assert sorted(_Closing.closed) == sorted(opened)
+    assert _Engine.disposed == 2
+
+
+def test_an_outer_factory_that_returns_no_opener_is_told_what_to_return() -> None:
+    report = check(item_sessions(lambda: 42), clauses=["items_keep_their_order"], seed=1)
+    (result,) = report.results
+    assert result.outcome == "error" and "not an opener" in result.diagnosis, result.diagnosis
+
+
+def test_an_opener_that_returns_no_session_is_named() -> None:
+    report = check(item_sessions(lambda: lambda session_id: object()), clauses=["items_keep_their_order"], seed=1)
+    (result,) = report.results
+    assert "has no get_items, add_items, pop_item, clear_session" in result.details + result.diagnosis
+
+
+def test_owned_outside_a_factory_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="inside an item_sessions outer factory"):
+        owned(object())
