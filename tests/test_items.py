@@ -10,10 +10,11 @@ from typing import Any, ClassVar
 import pytest
 
 from storetest import check
+from storetest.clauses import CLAUSES
 from storetest.item_diagnosis import describe_item, describe_item_id_merge, describe_limit
 from storetest.item_sessions import item_sessions, owned
 from storetest.items import first_difference, same_value
-from tests.item_histories import MemorySession
+from tests.item_histories import BACKENDS, MemorySession
 
 
 @pytest.mark.parametrize(("sent", "got"), [
@@ -91,3 +92,97 @@ def test_an_opener_that_returns_no_session_is_named() -> None:
 def test_owned_outside_a_factory_is_refused() -> None:
     with pytest.raises(RuntimeError, match="inside an item_sessions outer factory"):
         owned(object())
+
+
+class _Counting(MemorySession):
+    """A correct item session that counts the calls in flight, per session."""
+
+    now = 0
+    most: ClassVar[dict[str, int]] = {}
+
+    async def _counted(self, name: str, *args: Any) -> Any:
+        _Counting.now += 1
+        self.most[self.session_id] = max(self.most.get(self.session_id, 0), _Counting.now)
+        try:
+            return await getattr(MemorySession, name)(self, *args)
+        finally:
+            _Counting.now -= 1
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        return await self._counted("get_items", limit)  # type: ignore[no-any-return]
+
+    async def add_items(self, items: list[Any]) -> None:
+        await self._counted("add_items", items)
+
+    async def pop_item(self) -> Any:
+        return await self._counted("pop_item")
+
+    async def clear_session(self) -> None:
+        await self._counted("clear_session")
+
+
+def _counting_sessions(tmp_path: Path) -> Any:
+    backend = BACKENDS.setdefault(str(tmp_path), (asyncio.Lock(), {}))
+    return lambda session_id: _Counting(backend, session_id)
+
+
+ITEM_RACES = [c.name for c in CLAUSES if c.races and "items" in c.needs]
+
+
+@pytest.mark.parametrize("clause", ITEM_RACES)
+def test_item_races_overlap_their_callers(clause: str) -> None:
+    """In most rounds of every item race, two or more calls were inside the session's
+    methods at once (a race that never overlaps proves nothing)."""
+    _Counting.most = {}
+    report = check(item_sessions(_counting_sessions), clauses=[clause], seed=11)
+    assert report.results[0].outcome == "passed", report.results[0].details
+    rounds = {s: n for s, n in _Counting.most.items() if "race" in s or "atomic" in s or "interleave" in s
+              or "many" in s}
+    assert rounds, f"{clause} ran no rounds"
+    overlapped = sum(n >= 2 for n in rounds.values())
+    assert overlapped > len(rounds) / 2, f"{clause}: only {overlapped} of {len(rounds)} rounds overlapped"
+
+
+class _RefusesNul(MemorySession):
+    """Refuses an id with NUL before writing anything, as a Postgres text key does."""
+
+    async def add_items(self, items: list[Any]) -> None:
+        if "\x00" in self.session_id:
+            raise ValueError("invalid byte sequence for encoding UTF8: 0x00")
+        await super().add_items(items)
+
+
+class _NulPoisons(_RefusesNul):
+    """Refuses the same way, but every later call on the backend fails (an aborted transaction)."""
+
+    async def add_items(self, items: list[Any]) -> None:
+        if self.lock.__dict__.get("poisoned"):
+            raise RuntimeError("current transaction is aborted, commands ignored")
+        try:
+            await super().add_items(items)
+        except ValueError:
+            self.lock.__dict__["poisoned"] = True
+            raise
+
+
+def _sessions_of(cls: type) -> Any:
+    def factory(tmp_path: Path) -> Any:
+        backend = BACKENDS.setdefault(str(tmp_path), (asyncio.Lock(), {}))
+        return lambda session_id: cls(backend, session_id)
+    return factory
+
+
+def test_an_id_refused_cleanly_is_a_limit_in_the_report() -> None:
+    report = check(item_sessions(_sessions_of(_RefusesNul)), clauses=["item_sessions_are_isolated"], seed=1)
+    (result,) = report.results
+    assert result.outcome == "passed", result.details
+    (limit,) = result.limits
+    assert limit.startswith("2 session id(s) refused (ValueError)") and "\\x00" in limit, limit
+    assert "limit: 2 session id(s) refused" in str(report)
+
+
+def test_a_refusal_that_breaks_the_handle_is_a_failure() -> None:
+    report = check(item_sessions(_sessions_of(_NulPoisons)), clauses=["item_sessions_are_isolated"], seed=1)
+    (result,) = report.results
+    assert result.outcome == "failed"
+    assert "left the handle unusable" in result.diagnosis, result.diagnosis
