@@ -51,7 +51,7 @@ from storetest.contract import (
 
 if TYPE_CHECKING:
     from storetest.failures import ConformanceFailure, Violation
-    from storetest.item_sessions import item_sessions, owned
+    from storetest.item_binding import item_sessions, owned
     from storetest.plugin import run_conformance
     from storetest.results import ClauseResult, Report
     from storetest.runner import check
@@ -100,8 +100,8 @@ _LAZY = {
     "ClauseResult": "storetest.results",
     "ConformanceFailure": "storetest.failures",
     "Violation": "storetest.failures",
-    "item_sessions": "storetest.item_sessions",
-    "owned": "storetest.item_sessions",
+    "item_sessions": "storetest.item_binding",
+    "owned": "storetest.item_binding",
 }
 
 

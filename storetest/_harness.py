@@ -35,7 +35,7 @@ CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     "transcript": ("save", "messages"),
     "steers": ("add_steer", "take_steers"),
     "log": ("append", "entries", "create"),
-    # An item history (an agent SDK's session), through storetest.item_sessions.
+    # An item history (an agent SDK's session), through storetest.item_binding.
     "items": ("get_items", "add_items", "pop_item", "clear_session"),
 }
 

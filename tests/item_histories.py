@@ -38,11 +38,23 @@ class MemorySession:
             self.items.clear()
 
 
-#: Backends by directory: the two handles of one clause get the same tmp_path.
-BACKENDS: dict[str, tuple[asyncio.Lock, dict[str, list[Any]]]] = {}
+Backend = tuple[asyncio.Lock, dict[str, Any]]
+
+#: Backends by directory (the two handles of one clause get the same tmp_path) and by
+#: event loop (an asyncio.Lock belongs to one; a test may run several clauses in one directory).
+_BACKENDS: dict[str, tuple[asyncio.AbstractEventLoop, Backend]] = {}
 
 
-def memory_sessions(tmp_path: Path) -> Any:
+def backend_for(tmp_path: Path) -> Backend:
+    """The memory backend of this directory on the running loop (call it from an outer factory)."""
+    loop = asyncio.get_running_loop()
+    known = _BACKENDS.get(str(tmp_path))
+    if known is None or known[0] is not loop:
+        known = _BACKENDS[str(tmp_path)] = (loop, (asyncio.Lock(), {}))
+    return known[1]
+
+
+async def memory_sessions(tmp_path: Path) -> Any:
     """The outer factory: one backend per clause's directory, an opener onto it."""
-    backend = BACKENDS.setdefault(str(tmp_path), (asyncio.Lock(), {}))
+    backend = backend_for(tmp_path)
     return lambda session_id: MemorySession(backend, session_id)

@@ -11,10 +11,10 @@ import pytest
 
 from storetest import check
 from storetest.clauses import CLAUSES
+from storetest.item_binding import item_sessions, owned
 from storetest.item_diagnosis import describe_item, describe_item_id_merge, describe_limit
-from storetest.item_sessions import item_sessions, owned
 from storetest.items import first_difference, same_value
-from tests.item_histories import BACKENDS, MemorySession
+from tests.item_histories import MemorySession, backend_for
 
 
 @pytest.mark.parametrize(("sent", "got"), [
@@ -121,8 +121,8 @@ class _Counting(MemorySession):
         await self._counted("clear_session")
 
 
-def _counting_sessions(tmp_path: Path) -> Any:
-    backend = BACKENDS.setdefault(str(tmp_path), (asyncio.Lock(), {}))
+async def _counting_sessions(tmp_path: Path) -> Any:
+    backend = backend_for(tmp_path)
     return lambda session_id: _Counting(backend, session_id)
 
 
@@ -166,8 +166,8 @@ class _NulPoisons(_RefusesNul):
 
 
 def _sessions_of(cls: type) -> Any:
-    def factory(tmp_path: Path) -> Any:
-        backend = BACKENDS.setdefault(str(tmp_path), (asyncio.Lock(), {}))
+    async def factory(tmp_path: Path) -> Any:
+        backend = backend_for(tmp_path)
         return lambda session_id: cls(backend, session_id)
     return factory
 

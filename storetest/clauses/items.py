@@ -11,7 +11,7 @@ oldest items for a limit); case-insensitive collations (MariaDB's default merges
 ``x:messages`` is session ``x``'s items); a store that hands out its own list.
 
 These clauses run when the store claims the ``items`` capability, which
-:func:`storetest.item_sessions` gives. The races are in
+:func:`storetest.item_binding` gives. The races are in
 :mod:`~storetest.clauses.item_races`, the state machine in :mod:`~storetest.clauses.item_model`.
 """
 
