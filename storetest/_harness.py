@@ -204,6 +204,10 @@ class Target:
     #: What the store cleanly refused and the protocol does not promise (an id over a
     #: backend's length limit): listed in the report as its limits, not failures.
     limits: list[str] = field(default_factory=list)
+    #: The factory and the values its parameters got, for clauses that open more
+    #: handles (a fresh backend, child processes: :mod:`storetest._backends`).
+    factory: Callable[..., Any] | None = None
+    fixtures: Mapping[str, Any] = field(default_factory=dict)
     _counter: itertools.count[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
@@ -292,7 +296,8 @@ def open_target(
                 _open("replica factory", replica, {**fixtures, "primary": store}, closers)
             )
             second = Handle(opened, "replica factory", errors)
-        yield Target(clause, Handle(store, "factory", errors), second, loop, profile, seed, nonce, tag, errors)
+        yield Target(clause, Handle(store, "factory", errors), second, loop, profile, seed, nonce, tag, errors,
+                     factory=factory, fixtures=fixtures)
     except BaseException as exc:
         # Cleanup never replaces the error that is already on its way out.
         try:

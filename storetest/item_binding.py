@@ -122,6 +122,8 @@ class ItemSessions:
         self.__name__ = getattr(factory, "__name__", "item_sessions")
         self.__qualname__ = getattr(factory, "__qualname__", self.__name__)
         self.__module__ = getattr(factory, "__module__", __name__)
+        #: What a child process imports to open this binding (storetest._backends).
+        self.storetest_spawn = (factory, item_sessions)
         if label == "factory":
             self.storetest_replica: ItemSessions | None = ItemSessions(factory, "replica")
 

@@ -24,7 +24,7 @@ from reference_stores.sqlite import SQLiteStore
 from storetest import item_sessions
 from storetest.clauses import CLAUSES
 from tests.broken_stores import BrokenStore, diagnoses, mysql_variants, redis_variants, registry, run_clause
-from tests.item_histories import memory_sessions
+from tests.item_histories import sqlite_sessions
 
 pytest_plugins = ["pytester"]
 
@@ -103,8 +103,9 @@ _CONTROLS = {
                          redis_variants.plain_store),
     "log": BrokenStore("memory-log-control", "none", "-", "unknown_session_is_empty", "-",
                        MemoryLogStore, replica=lambda primary: primary.replica()),
-    "item": BrokenStore("memory-items-control", "none", "-", "unknown_session_is_empty", "-",
-                        item_sessions(memory_sessions)),
+    # The SQLite history: the process variant changes it, and it passes every item clause.
+    "item": BrokenStore("sqlite-items-control", "none", "-", "unknown_session_is_empty", "-",
+                        item_sessions(sqlite_sessions)),
 }
 
 

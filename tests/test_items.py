@@ -126,7 +126,9 @@ async def _counting_sessions(tmp_path: Path) -> Any:
     return lambda session_id: _Counting(backend, session_id)
 
 
-ITEM_RACES = [c.name for c in CLAUSES if c.races and "items" in c.needs]
+#: In-process races (the process clause's overlap shows in its broken store being caught:
+#: item_variants' items-processes-item-by-item).
+ITEM_RACES = [c.name for c in CLAUSES if c.races and "items" in c.needs and not c.processes]
 
 
 @pytest.mark.parametrize("clause", ITEM_RACES)
@@ -136,8 +138,8 @@ def test_item_races_overlap_their_callers(clause: str) -> None:
     _Counting.most = {}
     report = check(item_sessions(_counting_sessions), clauses=[clause], seed=11)
     assert report.results[0].outcome == "passed", report.results[0].details
-    rounds = {s: n for s, n in _Counting.most.items() if "race" in s or "atomic" in s or "interleave" in s
-              or "many" in s}
+    kinds = ("race", "atomic", "interleave", "many", "fresh")
+    rounds = {s: n for s, n in _Counting.most.items() if any(k in s for k in kinds) and "fresh-read" not in s}
     assert rounds, f"{clause} ran no rounds"
     overlapped = sum(n >= 2 for n in rounds.values())
     assert overlapped > len(rounds) / 2, f"{clause}: only {overlapped} of {len(rounds)} rounds overlapped"
@@ -186,3 +188,25 @@ def test_a_refusal_that_breaks_the_handle_is_a_failure() -> None:
     (result,) = report.results
     assert result.outcome == "failed"
     assert "left the handle unusable" in result.diagnosis, result.diagnosis
+
+
+def test_a_lambda_factory_skips_the_process_clause_saying_why() -> None:
+    report = check(item_sessions(lambda tmp_path: None), clauses=["adds_from_processes_land_whole"], seed=1)
+    (result,) = report.results
+    assert result.outcome == "skipped"
+    assert "cannot be opened in a child process" in result.diagnosis and "lambda" in result.diagnosis
+
+
+def test_a_fresh_backend_is_fresh_per_round(tmp_path: Path) -> None:
+    """The first-calls clause gets a new directory (a new database on a server) each round."""
+    seen: list[Path] = []
+
+    async def factory(tmp_path: Path) -> Any:
+        seen.append(tmp_path)
+        backend = backend_for(tmp_path)
+        return lambda session_id: MemorySession(backend, session_id)
+
+    report = check(item_sessions(factory), clauses=["first_calls_on_a_fresh_backend_succeed"], seed=1)
+    assert report.ok, str(report)
+    fresh = seen[2:]  # after the clause's own store and replica: 4 handles a round
+    assert len(fresh) >= 12 and len(set(fresh)) == len(fresh) // 4 and seen[0] not in fresh

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from storetest import races
+from storetest._backends import fresh_fixtures, open_handles, run_in_processes
 from storetest._harness import Handle, Target
 from storetest.clauses._item_support import NEEDS, expect, labelled, read, texts_of
 from storetest.clauses._registry import clause
@@ -265,3 +268,129 @@ def concurrent_adds_lose_nothing(t: Target) -> None:
                 ok = False
             if not ok:
                 return
+
+
+# --- a fresh backend, child processes -----------------------------------------------------
+
+
+@clause(needs=NEEDS, races=True)
+def first_calls_on_a_fresh_backend_succeed(t: Target) -> None:
+    """Several handles opened on a fresh backend (a new database, directory or table
+    set each round) and making their first calls at once all succeed, and every batch
+    they added is there.
+
+    Catches tables created on first use without ``IF NOT EXISTS`` or a lock ("table
+    already exists", "database is locked": openai-agents-python #4987), the first
+    session row inserted by check-then-insert (``IntegrityError``, #2722), and MariaDB
+    deadlocking on concurrent first writers (``SQLAlchemySession``).
+    """
+    with checking(first_calls_on_a_fresh_backend_succeed, t.run) as check:
+        for round_ in range(max(3, t.profile.race_rounds // 2)):
+            t.tick()
+            session = t.new_session(f"items-fresh{round_}")
+            with fresh_fixtures(t.fixtures) as fixtures:
+                errors, got = t.run(_fresh_round(t, fixtures, session))
+            for error in errors[:3]:
+                check.add(session, f"a first call on a fresh backend raised {error}: make table creation and "
+                          "the first session row idempotent under concurrency (IF NOT EXISTS, ON CONFLICT DO NOTHING)")
+            if got is not RAISED:
+                want = [x for w in range(3) for x in texts_of(labelled(f"first{w}", 2))]
+                _account(check, session, want, texts_of(got), "the first writers' items")
+            if check.violations:
+                return
+
+
+async def _fresh_round(t: Target, fixtures: dict[str, Any], session: str) -> tuple[list[str], Any]:
+    errors: list[str] = []
+
+    def first(handle: Handle, k: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            try:
+                if k < 3:
+                    await handle.call("add_items", session, labelled(f"first{k}", 2))
+                else:
+                    await handle.call("get_items", t.new_session("items-fresh-read"))
+            except Exception as exc:
+                errors.append(f"through {handle.label} ({'add_items' if k < 3 else 'get_items'}): "
+                              f"{describe_exception(exc)}")
+        return run
+
+    async with open_handles(t, fixtures, 4) as handles:
+        await races.together([first(h, k) for k, h in enumerate(handles)],
+                             threads=not any(h.is_async for h in handles))
+        try:
+            got = await handles[0].call("get_items", session)
+        except Exception as exc:
+            errors.append(f"get_items() after the first calls: {describe_exception(exc)}")
+            got = RAISED
+    return errors, got
+
+
+def process_worker(t: Target, role: str, w: int, session: str, seconds: float,
+                   size: int) -> tuple[list[str], list[str]]:
+    """In a child process, for ``seconds`` (processes wake from their barrier at
+    different moments on a busy machine; a time window makes them overlap):
+
+    - ``role="writer"``: add batches of ``size`` items to ``session`` (at least 3, at
+      most 500); returns the texts of the items it added, and what it raised;
+    - ``role="reader"``: read ``session`` over and over; returns up to 3 views that
+      held part of a batch, and what it raised.
+    """
+    got: list[str] = []
+    errors: list[str] = []
+    started = time.monotonic()
+    for b in range(500):
+        if b >= 3 and time.monotonic() - started > seconds:
+            break
+        try:
+            if role == "writer":
+                batch = labelled(f"p{w}-b{b}", size)
+                t.run(t.store.call("add_items", session, batch))
+                got += [str(x) for x in texts_of(batch)]
+                continue
+            view = [str(x) for x in texts_of(t.run(t.store.call("get_items", session)))]
+        except Exception as exc:
+            errors.append(f"process {w} ({role}): {describe_exception(exc)}")
+            break
+        counts = Counter(x.split(" #")[0] for x in view)
+        if any(n != size for n in counts.values()) and len(got) < 3:
+            got.append(" | ".join(view))
+    return got, errors
+
+
+@clause(needs=NEEDS, races=True, processes=True)
+def adds_from_processes_land_whole(t: Target) -> None:
+    """Writers in separate processes (spawned, each opening the store from its
+    importable factory), adding batches to one session at once, all land: every item
+    exactly once, each batch whole and adjacent, each writer's batches in order; and a
+    reader in another process never sees part of a batch.
+
+    Catches a lock that holds within one process only (``asyncio.Lock``,
+    ``threading.Lock``: openai-agents-python #1953), batches written item by item, a
+    history rewritten from a stale copy read by another process.
+    """
+    session = t.new_session("items-processes")
+    writers, seconds, size = 3, 2.0, 6
+    with checking(adds_from_processes_land_whole, t.run) as check:
+        t.tick()
+        roles = [*(("writer", w) for w in range(writers)), ("reader", writers)]
+        results = run_in_processes(t, process_worker, [(role, w, session, seconds, size) for role, w in roles])
+        partial_views, reader_errors = results.pop()
+        for view in partial_views[:1]:
+            check.add(session, "a reader in another process saw part of a batch: the batch is written item by item, "
+                      "not in one transaction", got=view)
+        for error in [e for _, errors in results for e in errors[:2]] + reader_errors[:2]:
+            check.add(session, f"a call in a child process raised: {error}")
+        got = read(check, t, session)
+        if got is RAISED:
+            return
+        seen = texts_of(got)
+        acked = [x for done, _ in results for x in done]
+        if not _account(check, session, acked, seen, "items added from several processes"):
+            return
+        every = [labelled(f"p{w}-b{b}", size) for w in range(writers) for b in range(len(results[w][0]) // size)]
+        _contiguous(check, session, every, seen, "the history holds")
+        for w, (done, _) in enumerate(results):
+            order = [seen.index(x) for x in done if x in seen]
+            if order != sorted(order):
+                check.add(session, f"process {w}'s items came back out of the order it added them", done, seen)

@@ -12,7 +12,7 @@ from typing import Any
 
 from storetest import item_sessions
 from tests.broken_stores import BrokenStore
-from tests.item_histories import MemorySession, backend_for
+from tests.item_histories import MemorySession, SQLiteItemSession, backend_for
 
 
 class PopWithoutLock(MemorySession):
@@ -357,3 +357,23 @@ BROKEN = [
             "a counter column or Redis counter key", "item_history_matches_model", "get_items(",
             PopLeavesTheCountStale),
 ]
+
+
+class SQLiteItemByItem(SQLiteItemSession):
+    """The correct SQLite history, but each item of a batch in its own transaction,
+    with a round trip's pause between them (as a networked store has per command)."""
+
+    async def add_items(self, items: list[Any]) -> None:
+        for item in items:
+            await super().add_items([item])
+            await asyncio.sleep(0.002)
+
+
+def sqlite_item_by_item_sessions(tmp_path: Path) -> Any:
+    return lambda session_id: SQLiteItemByItem(session_id, tmp_path / "items.db")
+
+
+BROKEN.append(_broken(
+    "items-processes-item-by-item", "batches written one item per transaction, by several processes",
+    "SQLite stores with autocommit INSERTs", "adds_from_processes_land_whole", "item by item",
+    outer=sqlite_item_by_item_sessions))
