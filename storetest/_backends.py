@@ -21,6 +21,7 @@ import contextlib
 import importlib
 import multiprocessing
 import queue
+import secrets
 import tempfile
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,7 +50,8 @@ class SpawnError(TypeError):
 def fresh_fixtures(fixtures: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """``fixtures`` with every value storetest provisions replaced by a fresh one of its
     kind, removed afterwards: ``tmp_path`` a new directory, ``storetest_postgres_url``,
-    ``storetest_mysql_url`` and ``storetest_mongodb_url`` a new database on the same server."""
+    ``storetest_mysql_url`` and ``storetest_mongodb_url`` a new database on the same server,
+    ``storetest_redis_prefix`` a new key prefix under the run's."""
     from storetest._databases import mongodb, mysql, postgres
 
     fresh: dict[str, Callable[[str], Any]] = {
@@ -64,6 +66,9 @@ def fresh_fixtures(fixtures: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
                 out[name] = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="storetest-fresh-")))
             elif name in fresh and isinstance(value, str):
                 out[name] = stack.enter_context(fresh[name](value))
+            elif name == "storetest_redis_prefix" and isinstance(value, str):
+                # Under the run's own prefix, so the run's cleanup deletes these keys too.
+                out[name] = f"{value}fresh-{secrets.token_hex(4)}:"
         yield out
 
 

@@ -122,6 +122,7 @@ class ItemSessions:
         self.__name__ = getattr(factory, "__name__", "item_sessions")
         self.__qualname__ = getattr(factory, "__qualname__", self.__name__)
         self.__module__ = getattr(factory, "__module__", __name__)
+        self.storetest_capabilities = ("items",)  # known before any handle is opened
         #: What a child process imports to open this binding (storetest._backends).
         self.storetest_spawn = (factory, item_sessions)
         if label == "factory":

@@ -10,6 +10,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from storetest import item_sessions
+
 
 class MemorySession:
     """A correct item history in memory: one lock per backend, a yield inside it."""
@@ -109,3 +111,7 @@ class SQLiteItemSession:
 def sqlite_sessions(tmp_path: Path) -> Any:
     """The outer factory for child processes too: importable, a path in, an opener out."""
     return lambda session_id: SQLiteItemSession(session_id, tmp_path / "items.db")
+
+
+#: For ``storetest check tests.item_histories:sqlite_items``: the binding, importable.
+sqlite_items = item_sessions(sqlite_sessions)

@@ -4,6 +4,10 @@ object per (handle, id), what the binding closes, and the errors a misuse gets."
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,6 +19,8 @@ from storetest.item_binding import item_sessions, owned
 from storetest.item_diagnosis import describe_item, describe_item_id_merge, describe_limit
 from storetest.items import first_difference, same_value
 from tests.item_histories import MemorySession, backend_for
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(("sent", "got"), [
@@ -210,3 +216,18 @@ def test_a_fresh_backend_is_fresh_per_round(tmp_path: Path) -> None:
     assert report.ok, str(report)
     fresh = seen[2:]  # after the clause's own store and replica: 4 handles a round
     assert len(fresh) >= 12 and len(set(fresh)) == len(fresh) // 4 and seen[0] not in fresh
+
+
+def test_the_command_runs_an_item_history(tmp_path: Path) -> None:
+    """``storetest check module:binding`` runs the item clauses and claims nothing else."""
+    report = tmp_path / "r.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "storetest.cli", "check", "tests.item_histories:sqlite_items", "-q", "--seed", "3",
+         "-k", "items_keep_their_order,item_replicas_see_each_others_writes,save_replaces",
+         "--report", str(report)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = json.loads(report.read_text())["runs"]
+    outcomes = {r["clause"]: r["outcome"] for r in run["results"]}
+    assert outcomes["items_keep_their_order"] == outcomes["item_replicas_see_each_others_writes"] == "passed"
+    assert outcomes.get("save_replaces_the_transcript", "not claimed") == "not claimed"

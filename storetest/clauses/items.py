@@ -288,12 +288,29 @@ def item_sessions_are_isolated(t: Target) -> None:
     ``LIKE``, ids truncated to a key length, Redis keys ``prefix:id`` /
     ``prefix:id:messages``, a ``KEYS prefix:id*`` clear.
     """
-    prefix = t.new_session("items-iso-")
-    ids = list(dict.fromkeys([*confusable_ids(prefix), *(prefix + s for s in strategies.KEY_SCHEME_SUFFIXES)]))
-    _isolation(t, ids, item_sessions_are_isolated)
+    # Twice, the second time in reverse order under another prefix: an id refused in one
+    # order only is refused because of another session (x:messages after x), not a limit.
+    passes = []
+    for backwards in (False, True):
+        prefix = t.new_session("items-iso-")
+        suffixes = list(dict.fromkeys([*(i.removeprefix(prefix) for i in confusable_ids(prefix)),
+                                       *strategies.KEY_SCHEME_SUFFIXES]))
+        passes.append((prefix, suffixes[::-1] if backwards else suffixes))
+    refused = [_isolation(t, [prefix + s for s in suffixes], item_sessions_are_isolated, limits=n == 0)
+               for n, (prefix, suffixes) in enumerate(passes)]
+    with checking(item_sessions_are_isolated, t.run) as check:
+        (one, first), (two, _) = passes
+        for suffix in sorted(set(first) - {s for s in first if (one + s in refused[0]) == (two + s in refused[1])}):
+            by, alone = (two + suffix, one + suffix) if one + suffix in refused[0] else (one + suffix, two + suffix)
+            check.add(by, f"session id {by!r} was refused only when other sessions existed (it works when added "
+                      f"earlier: {alone!r}); its keys collide with another session's: "
+                      + describe_item_id_merge(suffix, next((s for s in first if s != suffix and (
+                          s.startswith(suffix + ":") or suffix.startswith(s + ":"))), suffix + ":?")))
 
 
-def _isolation(t: Target, ids: list[str], clause_fn: Any) -> None:
+def _isolation(t: Target, ids: list[str], clause_fn: Any, limits: bool = True) -> set[str]:
+    """Each id's own items and no other's; the ids refused cleanly are returned (and,
+    with ``limits``, listed in ``t.limits``)."""
     owner = {f"added to session #{i}": i for i in range(len(ids))}
     refused: dict[str, list[str]] = {}
     with checking(clause_fn, t.run) as check:
@@ -312,9 +329,10 @@ def _isolation(t: Target, ids: list[str], clause_fn: Any) -> None:
                           texts_of(want), texts_of(got))
             else:
                 expect(check, session, want, got, short=True)
-        for reason, which in refused.items():
+        for reason, which in refused.items() if limits else ():
             t.limits.append(f"{len(which)} session id(s) refused ({reason}): " + ", ".join(
                 shorten(s, 40) for s in which[:6]) + (" ..." if len(which) > 6 else ""))
+    return {s for which in refused.values() for s in which}
 
 
 def _marked(i: int) -> list[Item]:
