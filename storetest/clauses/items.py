@@ -301,7 +301,7 @@ def item_sessions_are_isolated(t: Target) -> None:
     with checking(item_sessions_are_isolated, t.run) as check:
         (one, first), (two, _) = passes
         for suffix in sorted(set(first) - {s for s in first if (one + s in refused[0]) == (two + s in refused[1])}):
-            by, alone = (two + suffix, one + suffix) if one + suffix in refused[0] else (one + suffix, two + suffix)
+            by, alone = (one + suffix, two + suffix) if one + suffix in refused[0] else (two + suffix, one + suffix)
             check.add(by, f"session id {by!r} was refused only when other sessions existed (it works when added "
                       f"earlier: {alone!r}); its keys collide with another session's: "
                       + describe_item_id_merge(suffix, next((s for s in first if s != suffix and (
