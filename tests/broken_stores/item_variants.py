@@ -377,3 +377,34 @@ BROKEN.append(_broken(
     "items-processes-item-by-item", "batches written one item per transaction, by several processes",
     "SQLite stores with autocommit INSERTs", "adds_from_processes_land_whole", "item by item",
     outer=sqlite_item_by_item_sessions))
+
+
+class KeyTypesCollide(MemorySession):
+    """Redis-style keys, a metadata hash at ``p:<id>`` and the item list at
+    ``p:<id>:messages``: session ``x:messages``'s hash is session ``x``'s list, so
+    whichever comes second is refused with ``WRONGTYPE``."""
+
+    def __init__(self, backend: Any, session_id: str) -> None:
+        super().__init__(backend, session_id)
+        self.keys: dict[str, Any] = backend[1].setdefault("redis-keys", {})
+
+    def _typed(self, key: str, kind: type) -> Any:
+        value = self.keys.setdefault(key, kind())
+        if not isinstance(value, kind):
+            raise RuntimeError(f"WRONGTYPE Operation against a key holding the wrong kind of value ({key!r})")
+        return value
+
+    async def add_items(self, items: list[Any]) -> None:
+        self._typed(f"p:{self.session_id}", dict)["created"] = 1
+        self._typed(f"p:{self.session_id}:messages", list).extend(copy.deepcopy(items))
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        value = self.keys.get(f"p:{self.session_id}:messages", [])
+        chosen = copy.deepcopy(value) if isinstance(value, list) else []
+        return chosen if limit is None else chosen[-limit:] if limit else []
+
+
+BROKEN.append(_broken(
+    "items-key-types-collide", "a metadata key p:<id> and an item list p:<id>:messages",
+    "RedisSession (session x:messages after x: WRONGTYPE)", "item_sessions_are_isolated",
+    "refused only when other sessions existed", KeyTypesCollide))
