@@ -51,6 +51,7 @@ from storetest.contract import (
 
 if TYPE_CHECKING:
     from storetest.failures import ConformanceFailure, Violation
+    from storetest.item_binding import item_sessions, owned
     from storetest.plugin import run_conformance
     from storetest.results import ClauseResult, Report
     from storetest.runner import check
@@ -84,7 +85,9 @@ __all__ = [
     "decode_trusted",
     "encode_message",
     "encode_messages",
+    "item_sessions",
     "open_session",
+    "owned",
     "run_conformance",
     "trusted_text_message",
 ]
@@ -97,6 +100,8 @@ _LAZY = {
     "ClauseResult": "storetest.results",
     "ConformanceFailure": "storetest.failures",
     "Violation": "storetest.failures",
+    "item_sessions": "storetest.item_binding",
+    "owned": "storetest.item_binding",
 }
 
 

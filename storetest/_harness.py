@@ -35,6 +35,8 @@ CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     "transcript": ("save", "messages"),
     "steers": ("add_steer", "take_steers"),
     "log": ("append", "entries", "create"),
+    # An item history (an agent SDK's session), through storetest.item_binding.
+    "items": ("get_items", "add_items", "pop_item", "clear_session"),
 }
 
 #: Threads a plain store is driven from at once; enough for every race.
@@ -91,6 +93,9 @@ def declared_capabilities(factory: Callable[..., Any]) -> frozenset[str] | None:
     (``run_conformance(MyStore)``) or the factory's return annotation (``-> MyStore``,
     ``-> Iterator[MyStore]``, ``-> AsyncIterator[MyStore]``, ``-> Awaitable[MyStore]``).
     ``None`` when neither says (a lambda, no annotation, ``Any``)."""
+    bound = getattr(factory, "storetest_capabilities", None)  # a binding says (item_sessions)
+    if bound is not None:
+        return frozenset(bound)
     made: Any = factory
     if not isinstance(factory, type):
         try:
@@ -196,6 +201,13 @@ class Target:
     #: Keeps the sessions of different clauses apart on one database.
     tag: str = "c"
     errors: list[tuple[str, BaseException]] = field(default_factory=list)
+    #: What the store cleanly refused and the protocol does not promise (an id over a
+    #: backend's length limit): listed in the report as its limits, not failures.
+    limits: list[str] = field(default_factory=list)
+    #: The factory and the values its parameters got, for clauses that open more
+    #: handles (a fresh backend, child processes: :mod:`storetest._backends`).
+    factory: Callable[..., Any] | None = None
+    fixtures: Mapping[str, Any] = field(default_factory=dict)
     _counter: itertools.count[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
@@ -284,7 +296,8 @@ def open_target(
                 _open("replica factory", replica, {**fixtures, "primary": store}, closers)
             )
             second = Handle(opened, "replica factory", errors)
-        yield Target(clause, Handle(store, "factory", errors), second, loop, profile, seed, nonce, tag, errors)
+        yield Target(clause, Handle(store, "factory", errors), second, loop, profile, seed, nonce, tag, errors,
+                     factory=factory, fixtures=fixtures)
     except BaseException as exc:
         # Cleanup never replaces the error that is already on its way out.
         try:
@@ -302,18 +315,25 @@ def open_target(
 
 async def _open(label: str, fn: Callable[..., Any], available: Mapping[str, Any], closers: list[Any]) -> Any:
     try:
-        result = fn(**{n: available[n] for n in parameter_names(fn)})
-        if inspect.isasyncgen(result):
-            closers.append((label, result))
-            return await result.__anext__()
-        if inspect.isgenerator(result):
-            closers.append((label, result))
-            return next(result)
-        if inspect.isawaitable(result):
-            return await result
-        return result
+        return await enter_factory(label, fn, available, closers)
     except (Exception, SystemExit) as exc:  # a factory's sys.exit() is its failure, not the run's end
         raise FactoryError(label, "making the store", exc) from exc
+
+
+async def enter_factory(label: str, fn: Callable[..., Any], available: Mapping[str, Any],
+                        closers: list[Any]) -> Any:
+    """Call a factory (plain, async, or a generator of either) with the values its
+    parameters name; a generator's teardown goes on ``closers`` as ``(label, gen)``."""
+    result = fn(**{n: available[n] for n in parameter_names(fn)})
+    if inspect.isasyncgen(result):
+        closers.append((label, result))
+        return await result.__anext__()
+    if inspect.isgenerator(result):
+        closers.append((label, result))
+        return next(result)
+    if inspect.isawaitable(result):
+        return await result
+    return result
 
 
 def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
@@ -326,6 +346,11 @@ def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
             errors.append(FactoryError(label, "tearing the store down", exc))
     if errors:
         raise errors[0] from errors[0].error
+
+
+async def close_factory(generator: Any) -> None:
+    """Run a generator factory's teardown (the code after its one ``yield``)."""
+    await _close(generator)
 
 
 async def _close(generator: Any) -> None:

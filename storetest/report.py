@@ -113,7 +113,7 @@ def render_markdown(reports: Sequence[Report]) -> str:
         lines += ["| clause | result | seconds | diagnosis |", "|---|---|---|---|"]
         for r in report.claimed():
             lines.append(f"| [`{r.clause}`](#{_anchor(r.clause)}) | {SHOWN[r.outcome]} | {r.seconds:.2f} "
-                         f"| {_md(r.diagnosis)} |")
+                         f"| {_md(r.diagnosis)}{''.join(f' limit: {_md(x)}.' for x in r.limits)} |")
         lines.append("")
         if report.not_claimed_line():
             lines += [report.not_claimed_line() + ".", ""]
@@ -216,7 +216,7 @@ def render_html(reports: Sequence[Report]) -> str:
         for r in report.claimed():
             out.append(f"<tr><td><a href='#{e(_anchor(r.clause))}'><code>{e(r.clause)}</code></a></td>"
                        f"<td class='{e(r.outcome)}'>{e(SHOWN[r.outcome])}</td><td>{r.seconds:.2f}</td>"
-                       f"<td>{_html(r.diagnosis)}</td></tr>")
+                       f"<td>{_html(r.diagnosis)}{''.join(f' limit: {_html(x)}.' for x in r.limits)}</td></tr>")
         out.append("</table>")
         if report.not_claimed_line():
             out.append(f"<p>{e(report.not_claimed_line())}.</p>")

@@ -22,7 +22,7 @@ Outcome = Literal["passed", "failed", "skipped", "not claimed", "error"]
 SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not claimed": "n/c", "error": "ERROR"}
 
 #: What a report calls a capability when its key is not plain English.
-CAPABILITY_NAMES: Final = {"log": "entry log"}
+CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,9 @@ class ClauseResult:
     #: The command that replays this failure, when the caller knows a better one than
     #: ``storetest check`` (the plugin puts its pytest command here).
     replay: str = ""
+    #: What the store cleanly refused that the protocol does not promise (ids a backend
+    #: cannot hold): its limits, listed in the report, not failures.
+    limits: tuple[str, ...] = ()
     #: The real bugs the clause exists for (its docstring after the promise).
     exists_for: str = ""
     #: How a failing example went, step by step (the shrunk state-machine story, the
@@ -188,6 +191,9 @@ def render_text(report: Report, width: int = 100) -> str:
         if r.diagnosis and r.outcome != "passed":
             lines += textwrap.wrap(r.diagnosis, max(40, width - 2), initial_indent="        ",
                                    subsequent_indent="        ")
+        for limit in r.limits:
+            lines += textwrap.wrap(f"limit: {limit}", max(40, width - 2), initial_indent="        ",
+                                   subsequent_indent="          ")
     if report.not_claimed_line():
         lines.append("  " + report.not_claimed_line())
     if report.not_run:

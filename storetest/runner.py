@@ -116,6 +116,8 @@ def check(
                 f"check({label}=...) must be a callable that returns a store, not "
                 f"{type(fn).__name__}; e.g. check(lambda: MyStore())"
             )
+    if replica is None:  # a binding that knows how to open a second handle (item_sessions)
+        replica = getattr(factory, "storetest_replica", None)
     known = [c.name for c in CLAUSES]
     skip = dict(skip or {})
     selected = list(known) if clauses is None else list(clauses)
@@ -146,6 +148,9 @@ def check(
             claims = set(capabilities) if found_any else declared
             if c.name in skip:
                 result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic,
+                                      exists_for=c.exists_for)
+            elif c.processes and not c.needs - (claims or c.needs) and (unspawnable := _unspawnable(factory)):
+                result = ClauseResult(c.name, "skipped", unspawnable, promise=c.promise, topic=c.topic,
                                       exists_for=c.exists_for)
             elif c.replica and replica is None and claims is not None:
                 # Decided without making a store: what it claims is known already.
@@ -190,6 +195,17 @@ def with_replica_advice(report: Report, how: str) -> Report:
     results = tuple(dataclasses.replace(r, diagnosis=SKIP_NO_REPLICA.format(how=how))
                     if r.outcome == "skipped" and r.diagnosis == ours else r for r in report.results)
     return dataclasses.replace(report, results=results)
+
+
+def _unspawnable(factory: Callable[..., Any]) -> str:
+    """Why ``factory`` cannot be opened in a child process, or ""."""
+    from storetest._backends import SpawnError, spawn_reference
+
+    try:
+        spawn_reference(factory)
+    except SpawnError as exc:
+        return str(exc)
+    return ""
 
 
 def _qualified(fn: Callable[..., Any]) -> str:
@@ -287,7 +303,7 @@ def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseR
         raise
     except BaseException as exc:
         return _failed(c, t, exc, reported, done)
-    return done("passed")
+    return done("passed", limits=tuple(t.limits))
 
 
 def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
@@ -321,7 +337,7 @@ def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
     details = "\n".join([details, *notes, *extra]).strip()
     story = tuple(line for n in notes for line in n.splitlines())
     return done("failed", diagnosis, violations=tuple(violations), details=details, story=story,
-                remarks=tuple(extra))
+                remarks=tuple(extra), limits=tuple(t.limits))
 
 
 def _first_store_error(t: Target) -> tuple[str, str] | None:

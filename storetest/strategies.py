@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from storetest.contract import ROLES, Attachment, Content, Message, Text, ToolCall, ToolResult
 from storetest.entries import KINDS, Compaction, Custom, Entry
+from storetest.items import Item, JSONValue
 
 __all__ = [
     "NASTY_ARGUMENTS",
@@ -284,3 +285,108 @@ def logs(
             payload = Compaction(payload.summary, draw(st.sampled_from(earlier)))
         out.append(Entry(entry_id, parent, draw(times), kind, payload))  # type: ignore[arg-type]
     return out
+
+# --- item histories (storetest.items) ---------------------------------------------------
+
+#: Session-id suffixes that a key scheme confuses: a store keying ``prefix:id`` and
+#: ``prefix:id:messages`` gives session ``x:messages`` the key of ``x``'s items; glob
+#: characters match other keys in ``KEYS``/``SCAN``; braces are Redis Cluster hash tags.
+KEY_SCHEME_SUFFIXES: tuple[str, ...] = (
+    "x", "x:messages", "x:counter", "x:", ":x", "x:*", "x*", "x?", "x[ab]", "xa", "xb",
+    "{x}", "{x}y", "x{", "x}", "x/y", "x.y", "x\\", "x'", 'x"',
+)
+
+
+def _nul_free(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" not in value
+    if isinstance(value, list):
+        return all(_nul_free(v) for v in value)
+    if isinstance(value, dict):
+        return all(_nul_free(k) and _nul_free(v) for k, v in value.items())
+    return True
+
+
+#: Numbers JSON keeps and a store must give back with their type: integers past 2^53
+#: and 2^64 (a double, a BIGINT or BSON cannot hold them), floats that look whole, -0.0.
+NASTY_NUMBERS: tuple[JSONValue, ...] = (
+    0, 1, 1.0, -0.0, 0.1, True, False, None, 2**53 + 1, -(2**63), 2**64, 10**30,
+    1e300, 5e-324, 1e16, 123456789.125,
+)
+
+_ITEM_TEXTS = tuple(t for t in NASTY_TEXTS if "\x00" not in t)
+
+
+def _text_item(text: str) -> Item:
+    return {"role": "user", "content": text}
+
+
+def _function_call(i: int, arguments: str) -> Item:
+    return {"type": "function_call", "call_id": f"call_{i}", "name": "lookup", "arguments": arguments,
+            "id": f"fc_{i}", "status": "completed"}
+
+
+#: One of every item shape the OpenAI Agents SDK keeps, nested content, odd keys and
+#: numbers, and the SDK's own unknown types with extra keys; no NUL anywhere (the NUL
+#: items are :data:`NUL_ITEMS`, so a backend that refuses NUL is still tested here).
+ITEM_CORPUS: tuple[Item, ...] = (
+    {"role": "user", "content": "plain text"},
+    {"role": "system", "content": ""},
+    {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+     "content": [{"type": "output_text", "text": "hi", "annotations": [], "logprobs": []}]},
+    {"role": "user", "content": [
+        {"type": "input_text", "text": "look at this"},
+        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"},
+        {"type": "input_file", "file_data": "JVBERi0xLjQK", "filename": "a b.pdf"}]},
+    *(_function_call(i, a) for i, a in enumerate(NASTY_ARGUMENTS)),
+    {"type": "function_call_output", "call_id": "call_0", "output": '{"ok": true, "n": 1.0}'},
+    {"type": "function_call_output", "call_id": "call_1",
+     "output": [{"type": "input_text", "text": "structured output"}]},
+    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "thinking"}],
+     "encrypted_content": None, "content": []},
+    {"type": "x-future-item", "payload": {"numbers": list(NASTY_NUMBERS), "deep": {"a": {"b": {"c": [[[]]]}}}},
+     "": "empty key", "key with spaces ": 1, "é": "e\u0301", "1": 1, "True": True},
+    *(_text_item(text) for text in _ITEM_TEXTS),
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t} for t in _ITEM_TEXTS]},
+)
+
+#: NUL where JSON allows it: in text, in raw arguments, in a key.
+NUL_ITEMS: tuple[Item, ...] = (
+    {"role": "user", "content": "a\x00b"},
+    {"role": "user", "content": "\x00"},
+    _function_call(0, '{"q": "a\x00b"}'),
+    {"type": "x-future-item", "a\x00b": "a NUL in a key"},
+)
+
+_json_scalars = st.one_of(
+    st.sampled_from(NASTY_NUMBERS), st.none(), st.booleans(), st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False), texts,
+)
+json_values = st.recursive(
+    _json_scalars,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(texts, children, max_size=3),
+    max_leaves=8,
+).filter(_nul_free)
+"""JSON values of every type, numbers of every size, adversarial text (no NUL)."""
+
+_item_texts = texts.filter(_nul_free)
+
+items = st.one_of(
+    st.sampled_from(ITEM_CORPUS),
+    st.builds(lambda role, text: {"role": role, "content": text},
+              st.sampled_from(["user", "assistant", "system", "developer"]), _item_texts),
+    st.builds(lambda i, args: _function_call(i, args), st.integers(0, 99), tool_arguments.filter(_nul_free)),
+    st.builds(lambda out: {"type": "function_call_output", "call_id": "call_1", "output": out}, _item_texts),
+    st.builds(lambda extra: {"type": "x-unknown", **extra}, st.dictionaries(_item_texts, json_values, max_size=3)),
+)
+"""An item the SDK keeps: its message, call, output and unknown shapes, no NUL."""
+
+item_batches = st.lists(items, min_size=1, max_size=5)
+"""One ``add_items`` batch."""
+
+_MODEL_ITEMS = (*ITEM_CORPUS[:4], _function_call(0, NASTY_ARGUMENTS[0]), *({"role": "user", "content": f"m{i}"}
+                                                                             for i in range(6)))
+model_item_batches = st.lists(st.sampled_from(_MODEL_ITEMS), max_size=3)
+"""Cheap batches for the item-history state machine (its subject is the order of
+operations; the round-trip clauses own the values): drawn from a fixed pool, repeats
+and empty batches included."""

@@ -21,7 +21,10 @@ import pytest
 from reference_stores.memory import MemoryStore
 from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
+from storetest import item_sessions
+from storetest.clauses import CLAUSES
 from tests.broken_stores import BrokenStore, diagnoses, mysql_variants, redis_variants, registry, run_clause
+from tests.item_histories import sqlite_sessions
 
 pytest_plugins = ["pytester"]
 
@@ -100,6 +103,9 @@ _CONTROLS = {
                          redis_variants.plain_store),
     "log": BrokenStore("memory-log-control", "none", "-", "unknown_session_is_empty", "-",
                        MemoryLogStore, replica=lambda primary: primary.replica()),
+    # The SQLite history: the process variant changes it, and it passes every item clause.
+    "item": BrokenStore("sqlite-items-control", "none", "-", "unknown_session_is_empty", "-",
+                        item_sessions(sqlite_sessions)),
 }
 
 
@@ -142,14 +148,15 @@ def test_run_conformance_reports_the_jsonb_style_store(pytester: pytest.Pytester
         "-p", "no:cacheprovider", "--storetest-seed=7",
         "-k", "not transcript_round_trips and not save_replaces and not store_matches_model",
     )
-    # The log clauses are not claimed: the factory's annotation says so, and they are no tests at all.
+    # The log and item clauses are not claimed: the factory's annotation says so, and they are no tests at all.
     result.assert_outcomes(passed=12, failed=2, deselected=3)
     lines = result.stdout.lines
     start = next(i for i, line in enumerate(lines) if "storetest conformance (profile fast)" in line)
     end = next(i for i in range(start, len(lines)) if "short test summary" in lines[i])
     # The table wraps long diagnoses onto indented lines: join them back.
     report = " ".join(line.strip() for line in lines[start + 1 : end])
-    assert "jsonb-memory: 27 clauses: 12 passed, 2 failed, 13 not claimed, 3 not run" in report
+    items = len([c for c in CLAUSES if "items" in c.needs])
+    assert f"jsonb-memory: {27 + items} clauses: 12 passed, 2 failed, {13 + items} not claimed, 3 not run" in report
     assert (
         "FAIL tool_arguments_are_kept_verbatim" in " ".join(report.split())
     ), report

@@ -11,7 +11,11 @@
   append order, refused batches, isolation, replicas;
 - :mod:`~storetest.clauses.log_races`: concurrent appends, atomic batches, creates;
 - :mod:`~storetest.clauses.log_operations`: fork and compaction;
-- :mod:`~storetest.clauses.log_model`: the entry-log state machine.
+- :mod:`~storetest.clauses.log_model`: the entry-log state machine;
+- :mod:`~storetest.clauses.items`: item histories (the ``items`` capability, an agent
+  SDK's session): exact items, order, limits, pop, clear, isolation, replicas;
+- :mod:`~storetest.clauses.item_races`: pops, clears and batches racing;
+- :mod:`~storetest.clauses.item_model`: the item-history state machine.
 
 A clause takes a ``Target`` (the store, maybe a replica, the event loop, profile and
 seed) and raises :class:`~storetest.failures.ConformanceFailure` listing every
@@ -27,6 +31,7 @@ from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
 TOPICS = (
     "content", "transcripts", "steers", "replicas", "model",
     "logs", "log_races", "log_operations", "log_model",
+    "items", "item_races", "item_model",
 )
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")
