@@ -11,7 +11,8 @@
   append order, refused batches, isolation, replicas;
 - :mod:`~storetest.clauses.log_races`: concurrent appends, atomic batches, creates;
 - :mod:`~storetest.clauses.log_operations`: fork and compaction;
-- :mod:`~storetest.clauses.log_model`: the entry-log state machine.
+- :mod:`~storetest.clauses.log_model`: the entry-log state machine;
+- :mod:`~storetest.clauses.idle`: data kept over an idle time (opt-in).
 
 A clause takes a ``Target`` (the store, maybe a replica, the event loop, profile and
 seed) and raises :class:`~storetest.failures.ConformanceFailure` listing every
@@ -26,7 +27,7 @@ from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
 #: The topic modules, in the order their clauses run; importing one registers its clauses.
 TOPICS = (
     "content", "transcripts", "steers", "replicas", "model",
-    "logs", "log_races", "log_operations", "log_model",
+    "logs", "log_races", "log_operations", "log_model", "idle",
 )
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")

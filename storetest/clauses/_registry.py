@@ -27,6 +27,8 @@ class Clause:
     races: bool
     #: The module it lives in: content, transcripts, steers, replicas, model, ...
     topic: str
+    #: Runs only when the caller asks for an idle time (``check(idle=...)``).
+    idle: bool = False
 
     @property
     def promise(self) -> str:
@@ -49,7 +51,8 @@ CLAUSES: list[Clause] = []
 
 
 def clause(
-    *, needs: Iterable[str] = ("transcript",), replica: bool = False, races: bool = False
+    *, needs: Iterable[str] = ("transcript",), replica: bool = False, races: bool = False,
+    idle: bool = False,
 ) -> Callable[[Callable[[Target], None]], Callable[[Target], None]]:
     """Register the decorated function as a clause."""
     wanted = frozenset(needs)
@@ -61,7 +64,7 @@ def clause(
         if any(c.name == fn.__name__ for c in CLAUSES):
             raise ValueError(f"two clauses are named {fn.__name__!r}")
         topic = fn.__module__.rsplit(".", 1)[-1]
-        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic))
+        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic, idle))
         return fn
 
     return register
