@@ -23,6 +23,14 @@ from storetest.failures import RAISED, Check, checking, describe_exception
 # --- concurrency -----------------------------------------------------------------------
 
 
+def _in_rounds(t: Target, check: Check, label: str, one_round: Callable[[Target, Check, str], None]) -> None:
+    """The profile's rounds of ``one_round``, each on a new session, until one finds a violation."""
+    for round_ in range(t.profile.race_rounds):
+        one_round(t, check, t.new_session(f"{label}{round_}"))
+        if check.violations:
+            return
+
+
 def _race_appends(t: Target, handles: Sequence[Handle], session: str, writers: int = 6,
                   batches: int = 3) -> tuple[list[Entry], list[list[Entry]], list[str]]:
     """Writers started together, each appending ``batches`` batches of two entries in a
@@ -139,10 +147,7 @@ def log_batches_are_atomic(t: Target) -> None:
     autocommit, a JSONL writer flushing line by line) with no transaction around it.
     """
     with checking(log_batches_are_atomic, t.run) as check:
-        for round_ in range(t.profile.race_rounds):
-            _atomic_round(t, check, t.new_session(f"log-atomic{round_}"))
-            if check.violations:
-                return
+        _in_rounds(t, check, "log-atomic", _atomic_round)
 
 
 def _atomic_round(t: Target, check: Check, session: str, size: int = 4) -> None:
@@ -226,10 +231,7 @@ def log_racing_creates_have_one_winner(t: Target) -> None:
     ``os.path.exists`` then ``open(path, "w")``).
     """
     with checking(log_racing_creates_have_one_winner, t.run) as check:
-        for round_ in range(t.profile.race_rounds):
-            _create_round(t, check, t.new_session(f"log-create-race{round_}"))
-            if check.violations:
-                return
+        _in_rounds(t, check, "log-create-race", _create_round)
 
 
 def _create_round(t: Target, check: Check, session: str, creators: int = 4) -> None:
@@ -267,10 +269,7 @@ def log_conflicting_appends_have_one_winner(t: Target) -> None:
     that fails with a driver's error instead of ``ValueError``.
     """
     with checking(log_conflicting_appends_have_one_winner, t.run) as check:
-        for round_ in range(t.profile.race_rounds):
-            _conflict_round(t, check, t.new_session(f"log-conflict{round_}"))
-            if check.violations:
-                return
+        _in_rounds(t, check, "log-conflict", _conflict_round)
 
 
 def _conflict_round(t: Target, check: Check, session: str, writers: int = 3) -> None:
