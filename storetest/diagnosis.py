@@ -224,9 +224,10 @@ def name_items(sent: Sequence[object], got: Sequence[object], noun: str = "messa
 
 
 def describe_transcript(
-    sent: Sequence[Message], got: Sequence[Message], previous: Sequence[Message] = ()
+    sent: Sequence[Message], got: Sequence[Message], previous: Sequence[Message] = (), *, first: int = 0
 ) -> str:
-    """What happened to a saved transcript; ``previous`` is what the session held before."""
+    """What happened to a saved transcript; ``previous`` is what the session held before;
+    ``first`` is the position of ``sent[0]`` in a longer transcript (for the labels)."""
     sent, got, previous = list(sent), list(got), list(previous)
     if sent == got:
         return "unchanged"
@@ -245,13 +246,14 @@ def describe_transcript(
         return f"{len(sent)} messages saved, {len(got)} came back: " + name_items(sent, got)
     if is_reordered(sent, got):
         return f"messages reordered: they came back in the saved positions {order_seen(sent, got)}"
-    for i, (a, b) in enumerate(zip(sent, got, strict=True)):
+    for i, (a, b) in enumerate(zip(sent, got, strict=True), start=first):
         if a == b:
             continue
         if a.role != b.role:
             return f"message {i}: role {a.role!r} came back as {b.role!r}"
         if len(a.content) != len(b.content):
-            return f"message {i}: {len(a.content)} content parts saved, {len(b.content)} came back"
+            return (f"message {i}: {len(a.content)} content parts saved, {len(b.content)} came back: "
+                    + name_items(a.content, b.content, "content part"))
         if is_reordered(a.content, b.content):
             kinds = ", ".join(type(p).__name__ for p in b.content)
             return (f"message {i}: content parts reordered: they came back in the saved positions "

@@ -32,6 +32,7 @@ FIRST_LINES = {
     "memory-tool-result-truncated": "message 0, content[0] ToolResult.content: truncated at 65535 bytes",
     "memory-nul-refused-and-truncated": "message 0, content[0] Text.text: truncated at 65535 bytes",
     "memory-media-type-normalized": "media_type: case changed",
+    "memory-tool-calls-by-id": "3 content parts saved, 2 came back: 1 content part(s) lost: #0 (ToolCall(",
     "memory-recent-sessions-only": "session #0 of 200 was forgotten after the later ones were written",
     "memory-key-scheme": "raised StoreError: WRONGTYPE",
     "memory-positions-as-text": "messages reordered: they came back in the saved positions [0, 1, 10, 11,",

@@ -35,8 +35,10 @@ def _round_trip_each(t: Target, check: Check, session: str, corpus: list[Message
     # Message by message only when nothing moved: a reorder compared by position would
     # read as every moved message "changed".
     if isinstance(got, list) and len(got) == len(corpus) and not is_reordered(corpus, got):
-        for sent_message, got_message in zip(corpus, got, strict=True):
-            check.transcript(session, [sent_message], [got_message])
+        for i, (sent_message, got_message) in enumerate(zip(corpus, got, strict=True)):
+            if sent_message != got_message:
+                check.add(session, describe_transcript([sent_message], [got_message], first=i),
+                          sent_message, got_message)
     else:
         check.transcript(session, corpus, got)
 

@@ -675,6 +675,25 @@ class KeySchemeStore(MemoryStore):
         return taken
 
 
+class ToolCallsByIdStore(_RewritingStore):
+    """A message's tool calls kept in a dict keyed by call id: two calls with one id
+    (which the contract allows) become one.
+
+    In the wild: ``{call.id: call for call in message.tool_calls}`` to "index" calls;
+    a ``PRIMARY KEY (message_id, call_id)`` with ``ON CONFLICT DO UPDATE``.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        def merged(content: tuple[Content, ...]) -> tuple[Content, ...]:
+            calls = {p.id: p for p in content if isinstance(p, ToolCall)}
+            out = [p for p in content if not isinstance(p, ToolCall) or calls.get(p.id) is p]
+            return tuple(out)
+
+        checked = check_messages(messages)
+        self.backend.transcripts[check_session_id(session)] = tuple(
+            replace(m, content=merged(m.content)) for m in checked)
+
+
 class PositionKeyedStore(MemoryStore):
     """Messages kept under their position as a string key and read back sorted by
     key: ``"0", "1", "10", "11", ..., "2"``.
@@ -909,6 +928,9 @@ BROKEN: list[BrokenStore] = [
             "attachment media types lower-cased and trimmed",
             "MIME layers (get_content_type() lower-cases), Content-Type normalizing frameworks",
             "transcript_round_trips_exactly", "media_type: case changed"),
+    _broken("memory-tool-calls-by-id", ToolCallsByIdStore, "a message's tool calls kept in a dict by call id",
+            "{call.id: call ...} indexes; PRIMARY KEY (message_id, call_id) with an upsert",
+            "transcript_round_trips_exactly", "3 content parts saved, 2 came back: 1 content part(s) lost: #0"),
     _broken("memory-recent-sessions-only", RecentSessionsStore, "only the 64 most recent sessions kept",
             "an LRU cache answering for the backend; Redis allkeys-lru under maxmemory",
             "many_sessions_are_all_kept", "was forgotten after the later ones were written"),
