@@ -34,7 +34,7 @@ FIRST_LINES = {
     "memory-media-type-normalized": "media_type: case changed",
     "memory-tool-calls-by-id": "3 content parts saved, 2 came back: 1 content part(s) lost: #0 (ToolCall(",
     "memory-recent-sessions-only": "session #0 of 200 was forgotten after the later ones were written",
-    "memory-key-scheme": "raised StoreError: WRONGTYPE",
+    "memory-key-scheme": "collide in a key scheme: keys built as prefix:{id} and prefix:{id}:messages",
     "memory-positions-as-text": "messages reordered: they came back in the saved positions [0, 1, 10, 11,",
     "memory-parts-by-kind": "content parts reordered",
     "memory-chunk-boundary": "2000 messages saved, 1997 came back: 3 message(s) lost: #500 (user 'long #500')",
