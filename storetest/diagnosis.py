@@ -310,14 +310,6 @@ def describe_id_merge(one: str, other: str) -> str:
     differ by case *and* trailing spaces)."""
     if "\x00" in one + other and one.split("\x00")[0] == other.split("\x00")[0]:
         return "ids were cut at a NUL character"
-    short_id, long_id = sorted((one, other), key=len)
-    if long_id.startswith(short_id + ":"):
-        return (f"ids {short_id!r} and {long_id!r} collide in a key scheme: keys built as prefix:{{id}} "
-                "and prefix:{id}" + long_id[len(short_id):] + " give one key to both sessions (escape the "
-                "id or give it a fixed-length or delimited form)")
-    if any(c in one + other for c in "*?[]"):
-        return ("an id with glob characters (* ? [ ]) matched another id: a SCAN/KEYS MATCH or fnmatch "
-                "pattern built from an unescaped id")
     if one.startswith(other) or other.startswith(one):
         shorter = min(len(one), len(other))
         longer = max(one, other, key=len)
@@ -332,6 +324,9 @@ def describe_id_merge(one: str, other: str) -> str:
             f"an id was merged with its {shorter}-character prefix "
             "(ids truncated, or matched with LIKE/startswith)"
         )
+    if any(c in one + other for c in "*?[]"):
+        return ("an id with glob characters (* ? [ ]) matched another id: a SCAN/KEYS MATCH or fnmatch "
+                "pattern built from an unescaped id")
     differences = []
     a, b = one.rstrip(" "), other.rstrip(" ")
     if (a, b) != (one, other):

@@ -34,7 +34,7 @@ FIRST_LINES = {
     "memory-media-type-normalized": "media_type: case changed",
     "memory-tool-calls-by-id": "3 content parts saved, 2 came back: 1 content part(s) lost: #0 (ToolCall(",
     "memory-recent-sessions-only": "session #0 of 200 was forgotten after the later ones were written",
-    "memory-key-scheme": "collide in a key scheme: keys built as prefix:{id} and prefix:{id}:messages",
+    "memory-key-scheme": "keys built as prefix:<id> and prefix:<id>:<kind> collide",
     "memory-positions-as-text": "messages reordered: they came back in the saved positions [0, 1, 10, 11,",
     "memory-parts-by-kind": "content parts reordered",
     "memory-chunk-boundary": "2000 messages saved, 1997 came back: 3 message(s) lost: #500 (user 'long #500')",
@@ -62,7 +62,7 @@ def test_the_first_line_names_the_bug(name: str, request: pytest.FixtureRequest)
 def test_a_key_scheme_collision_is_named_with_the_failing_call(request: pytest.FixtureRequest) -> None:
     failure = run_clause(BROKEN["memory-key-scheme"], request.getfixturevalue, seed=3)
     assert failure is not None
-    assert "collide in a key scheme" in failure.diagnosis, failure.diagnosis
+    assert "an id was merged with the id it starts with plus ':messages'" in failure.diagnosis, failure.diagnosis
     assert ":messages" in failure.diagnosis
 
 
@@ -123,9 +123,9 @@ def test_lost_steers_are_named() -> None:
 
 
 def test_key_scheme_confusables_are_told_apart_from_collations() -> None:
-    assert "collide in a key scheme" in describe_id_merge("x", "x:messages")
+    assert "prefix:<id>:<kind> collide" in describe_id_merge("x", "x:messages")
     assert "glob characters" in describe_id_merge("x[ab]", "xa")
-    assert key_scheme_clash("x:steers", ["x", "y", "x:steers"]).startswith("ids 'x' and 'x:steers'")
+    assert key_scheme_clash("x:steers", ["x", "y", "x:steers"]).startswith("an id was merged with the id it starts with plus ':steers'")
     assert key_scheme_clash("y", ["x", "y"]) == ""
 
 

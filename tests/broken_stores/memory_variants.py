@@ -937,7 +937,7 @@ BROKEN: list[BrokenStore] = [
     _broken("memory-key-scheme", KeySchemeStore,
             "keys session:{id} and session:{id}:messages in one key space (RedisSession's layout)",
             "the OpenAI Agents SDK's RedisSession: session 'x:messages' shares a key with 'x'",
-            "sessions_are_isolated", "collide in a key scheme"),
+            "sessions_are_isolated", "prefix:<id>:<kind> collide"),
     _broken("memory-positions-as-text", PositionKeyedStore, "messages read back in text order of '0', '1', '10'",
             "a Redis hash or key prefix scan keyed by str(position); a VARCHAR position column",
             "transcript_round_trips_exactly", "messages reordered: they came back in the saved positions"),
