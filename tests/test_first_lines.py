@@ -125,7 +125,8 @@ def test_lost_steers_are_named() -> None:
 def test_key_scheme_confusables_are_told_apart_from_collations() -> None:
     assert "prefix:<id>:<kind> collide" in describe_id_merge("x", "x:messages")
     assert "glob characters" in describe_id_merge("x[ab]", "xa")
-    assert key_scheme_clash("x:steers", ["x", "y", "x:steers"]).startswith("an id was merged with the id it starts with plus ':steers'")
+    clash = key_scheme_clash("x:steers", ["x", "y", "x:steers"])
+    assert clash.startswith("an id was merged with the id it starts with plus ':steers'"), clash
     assert key_scheme_clash("y", ["x", "y"]) == ""
 
 
