@@ -219,6 +219,18 @@ its inputs but not the interleaving of its calls.
 | topic | clauses |
 |---|---|
 {topics}
+
+### What the suite cannot see
+
+Every clause reads back within seconds of writing, on a store made for that clause.
+So no clause sees data that **expires** (a key written with a TTL, a MongoDB TTL index,
+a cache that forgets after a while): a store whose keys expire half a second after
+they are written passes every other clause. The opt-in clause [`data_survives_idle`](#clause-data_survives_idle)
+makes it visible: `--storetest-idle SECONDS` under pytest, `storetest check --idle
+SECONDS`, or `check(idle=SECONDS)` writes, waits that long without touching the store,
+and reads back. Without it, that clause is skipped with a reason saying how to run it.
+Nor can a clause see what happens after the process ends (durability across a crash or
+a power cut): the project's own crash tests cover its reference stores.
 """
 
 EXIT_MEANINGS = {
@@ -573,10 +585,12 @@ def render_clauses() -> list[str]:
         for c in group:
             needs = ", ".join(f"`{cap}` ({' / '.join(f'`{m}`' for m in harness.CAPABILITIES[cap])})"
                               for cap in sorted(c.needs))
-            facts = [f"needs {needs}"]
+            facts = [f"needs {needs}" if needs else "needs any capability (uses each one the store claims)"]
             facts.append("a replica (`replica=`)" if c.replica else "one handle")
             if c.races:
                 facts.append("races")
+            if c.idle:
+                facts.append("opt-in (`idle=`)")
             out += [f'<a id="clause-{c.name}"></a>', "", f"#### `{c.name}`", "",
                     f"*{', '.join(facts)}*", "", markdown(c.doc), ""]
     return out

@@ -42,7 +42,7 @@ def _run_once(test_file: Path, seed: int, timeout: float) -> tuple[str, list[tup
     failures = [
         (run["name"], clause["clause"], clause["diagnosis"])
         for run in data["runs"]
-        for clause in run.get("results", run.get("clauses", []))
+        for clause in run["results"]
         if clause["outcome"] in ("failed", "error")
     ]
     summary = "; ".join(f"{run['name']}: {run['summary']}" for run in data["runs"])

@@ -29,6 +29,8 @@ from storetest.codec import (
     trusted_text_message,
 )
 from storetest.contract import (
+    MAX_ID_BYTES,
+    MAX_NAME_BYTES,
     MAX_SESSION_ID_BYTES,
     ROLES,
     Attachment,
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
     from storetest.runner import check
 
 __all__ = [
+    "MAX_ID_BYTES",
+    "MAX_NAME_BYTES",
     "MAX_SESSION_ID_BYTES",
     "ROLES",
     "Attachment",

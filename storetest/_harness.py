@@ -125,7 +125,9 @@ class Handle:
 
     Every exception a store method raises is also appended to ``errors`` (shared by
     the handles of one clause), so a failure can name the store's *first* error when
-    later calls only fail because of it (a poisoned connection).
+    later calls only fail because of it (a poisoned connection). ``after_first`` holds
+    whether each call on this handle after its first unexpected error succeeded: a
+    poisoned handle fails every one of them.
     """
 
     def __init__(self, store: object, label: str, errors: list[tuple[str, BaseException]]) -> None:
@@ -150,27 +152,39 @@ class Handle:
         self.partial = partial
         self.is_async = next(iter(kinds.values()))
         self.errors = errors
+        self.first_error: BaseException | None = None
+        self.after_first: list[bool] = []
         self.roots = code_roots(store)
 
     async def call(self, name: str, *args: object) -> Any:
         method = getattr(self.raw, name)
         try:
             if self.is_async:
-                return await method(*args)
-            barrier = races.start_line()
-            racing = races.in_plain_race()
+                result = await method(*args)
+            else:
+                barrier = races.start_line()
+                racing = races.in_plain_race()
 
-            def run() -> Any:
-                if not racing:
-                    return method(*args)
-                races.wait_at(barrier)
-                with races.preemptible(self.roots):
-                    return method(*args)
+                def run() -> Any:
+                    if not racing:
+                        return method(*args)
+                    races.wait_at(barrier)
+                    with races.preemptible(self.roots):
+                        return method(*args)
 
-            return await asyncio.to_thread(run)
+                result = await asyncio.to_thread(run)
         except Exception as exc:
+            self._outcome(exc)
             self.errors.append((f"{name}() on the {self.label}'s store", exc))
             raise
+        self._outcome(None)
+        return result
+
+    def _outcome(self, error: Exception | None) -> None:
+        if self.first_error is not None:
+            self.after_first.append(error is None)
+        elif error is not None and not isinstance(error, (TypeError, ValueError)):
+            self.first_error = error
 
     async def save(self, session: object, messages: object) -> None:
         await self.call("save", session, messages)

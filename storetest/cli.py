@@ -202,6 +202,8 @@ def _parser() -> argparse.ArgumentParser:
                      "give it again for more than one")
     run.add_argument("--profile", choices=sorted(PROFILES), default=None,
                      help="effort: fast (default, or STORETEST_PROFILE), ci, thorough (slow)")
+    run.add_argument("--idle", type=float, metavar="SECONDS",
+                     help="also run data_survives_idle: write, wait SECONDS, read back (expiry)")
     run.add_argument("--seed", type=int, help="seed for generated inputs (a failure prints the one it used)")
     run.add_argument("--nonce", help="with the seed, fixes the session ids (a failure prints it)")
     run.add_argument("-k", dest="keyword", metavar="EXPRESSION",
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         report = check(factory, replica, clauses=clauses, profile=args.profile, seed=args.seed,
-                       nonce=args.nonce, name=args.name, progress=progress)
+                       nonce=args.nonce, name=args.name, progress=progress, idle=args.idle)
     except (TypeError, ValueError) as exc:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -281,6 +283,8 @@ def _with_replays(report: Report, args: argparse.Namespace) -> Report:
     command = ["storetest", "check", *([args.target] if args.target else [])]
     if args.replica:
         command += ["--replica", args.replica]
+    if args.idle is not None:
+        command += ["--idle", f"{args.idle:g}"]
     results = tuple(
         replace(r, replay=" ".join([*command, *report.replay(r.clause)])) if r.outcome in ("failed", "error")
         else r

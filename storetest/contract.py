@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "MAX_ID_BYTES",
+    "MAX_NAME_BYTES",
     "MAX_SESSION_ID_BYTES",
     "ROLES",
     "Attachment",
@@ -60,11 +62,30 @@ ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
 #: are refused with ``ValueError`` rather than silently truncated by a key column.
 MAX_SESSION_ID_BYTES: Final = 512
 
+#: The longest id inside a value (``ToolCall.id``, ``ToolResult.call_id``, and an entry's
+#: id, parent id and kept id in :mod:`storetest.entries`), in UTF-8 bytes. Every store
+#: must hold ids this long exactly (an indexed column must fit them: a Postgres btree
+#: row holds about 2.7 KB); the value types refuse longer ones with ``ValueError``.
+MAX_ID_BYTES: Final = 512
 
-def _check_str(owner: str, field: str, value: object) -> None:
+#: The longest short name (``ToolCall.name``, ``Attachment.media_type`` and an entry's
+#: ``Custom.kind``), in UTF-8 bytes, held exactly; longer ones are refused the same way.
+MAX_NAME_BYTES: Final = 256
+
+
+def _check_str(owner: str, field: str, value: object, limit: int | None = None) -> None:
     if not isinstance(value, str):
         raise TypeError(f"{owner}.{field} must be str, not {type(value).__name__}")
     _check_encodable(f"{owner}.{field}", value)
+    if limit is not None:
+        _check_size(f"{owner}.{field}", value, limit)
+
+
+def _check_size(what: str, value: str, limit: int) -> None:
+    """Refuse ``value`` (named ``what``) when it is longer than ``limit`` bytes of UTF-8."""
+    # Most ids are ASCII: a length check settles them without encoding.
+    if len(value) * 4 > limit and (size := len(value.encode("utf-8"))) > limit:
+        raise ValueError(f"{what} is {size} bytes of UTF-8; the limit is {limit}")
 
 
 def _check_encodable(what: str, value: str) -> None:
@@ -99,8 +120,8 @@ class ToolCall:
     arguments: str
 
     def __post_init__(self) -> None:
-        _check_str("ToolCall", "id", self.id)
-        _check_str("ToolCall", "name", self.name)
+        _check_str("ToolCall", "id", self.id, MAX_ID_BYTES)
+        _check_str("ToolCall", "name", self.name, MAX_NAME_BYTES)
         _check_str("ToolCall", "arguments", self.arguments)
 
 
@@ -113,7 +134,7 @@ class ToolResult:
     is_error: bool = False
 
     def __post_init__(self) -> None:
-        _check_str("ToolResult", "call_id", self.call_id)
+        _check_str("ToolResult", "call_id", self.call_id, MAX_ID_BYTES)
         _check_str("ToolResult", "content", self.content)
         if not isinstance(self.is_error, bool):
             raise TypeError(f"ToolResult.is_error must be bool, not {type(self.is_error).__name__}")
@@ -127,7 +148,7 @@ class Attachment:
     data: bytes
 
     def __post_init__(self) -> None:
-        _check_str("Attachment", "media_type", self.media_type)
+        _check_str("Attachment", "media_type", self.media_type, MAX_NAME_BYTES)
         if type(self.data) is not bytes:
             raise TypeError(f"Attachment.data must be bytes, not {type(self.data).__name__}")
 
@@ -188,11 +209,7 @@ def check_session_id(session: object) -> str:
     if not session:
         raise ValueError("session must not be empty")
     _check_encodable("session", session)
-    size = len(session.encode("utf-8"))
-    if size > MAX_SESSION_ID_BYTES:
-        raise ValueError(
-            f"session is {size} bytes of UTF-8; the limit is {MAX_SESSION_ID_BYTES}"
-        )
+    _check_size("session", session, MAX_SESSION_ID_BYTES)
     return session
 
 
@@ -200,6 +217,9 @@ def check_messages(messages: object) -> tuple[Message, ...]:
     """Return ``messages`` as a tuple if every item is a :class:`Message`, else raise.
 
     Call it before writing anything, so a bad item leaves the stored transcript as it was.
+    A ``Message`` is checked when it is made (its fields' types, valid Unicode, and the
+    :data:`MAX_ID_BYTES` / :data:`MAX_NAME_BYTES` limits), so every item that passes
+    here keeps the contract's limits.
 
     :raises TypeError: ``messages`` is not a sequence of ``Message``.
     """

@@ -4,6 +4,7 @@ store author can act on. Every function returns one line, never raises."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import unicodedata
@@ -23,6 +24,10 @@ __all__ = [
     "describe_text",
     "describe_time",
     "describe_transcript",
+    "is_reordered",
+    "key_scheme_clash",
+    "name_items",
+    "order_seen",
     "shorten",
 ]
 
@@ -171,10 +176,58 @@ def _describe_part(sent: Content, got: Content) -> str:
     return "unchanged"
 
 
+def is_reordered(sent: Sequence[object], got: Sequence[object]) -> bool:
+    """Whether ``got`` holds exactly the items of ``sent``, in another order."""
+    return len(sent) == len(got) and list(sent) != list(got) and \
+        Counter(map(repr, sent)) == Counter(map(repr, got))
+
+
+def order_seen(sent: Sequence[object], got: Sequence[object], limit: int = 12) -> str:
+    """Where each item of ``got`` was in ``sent``: ``[0, 1, 10, 11, 2, ...]``."""
+    where: dict[str, list[int]] = {}
+    for i, item in enumerate(sent):
+        where.setdefault(repr(item), []).append(i)
+    positions = [str(where[repr(item)].pop(0)) if where.get(repr(item)) else "?" for item in got]
+    shown = positions[:limit] + (["..."] if len(positions) > limit else [])
+    return "[" + ", ".join(shown) + "]"
+
+
+def _excerpt(item: object) -> str:
+    if isinstance(item, Message):
+        text = next((p.text for p in item.content if isinstance(p, Text)), None)
+        inner = shorten(text, 40) if text is not None else \
+            ", ".join(type(p).__name__ for p in item.content) or "no content"
+        return f"{item.role} {inner}"
+    if isinstance(item, Entry):
+        return repr(item.id)
+    return shorten(item, 40)
+
+
+def name_items(sent: Sequence[object], got: Sequence[object], noun: str = "message",
+               limit: int = 3) -> str:
+    """The items of ``sent`` missing from ``got`` and the items of ``got`` never in
+    ``sent``, each by position and a short excerpt: ``1 message lost: #1234 (user 'x')``."""
+    matcher = difflib.SequenceMatcher(None, list(map(repr, sent)), list(map(repr, got)), autojunk=False)
+    lost: list[str] = []
+    extra: list[str] = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op in ("delete", "replace"):
+            lost += [f"#{i} ({_excerpt(sent[i])})" for i in range(i1, i2)]
+        if op in ("insert", "replace"):
+            extra += [f"#{j} ({_excerpt(got[j])})" for j in range(j1, j2)]
+    parts = []
+    for label, items in ((f"{noun}(s) lost", lost), (f"{noun}(s) never saved came back", extra)):
+        if items:
+            more = f" and {len(items) - limit} more" if len(items) > limit else ""
+            parts.append(f"{len(items)} {label}: {', '.join(items[:limit])}{more}")
+    return "; ".join(parts) or f"{len(sent)} {noun}s sent, {len(got)} came back"
+
+
 def describe_transcript(
-    sent: Sequence[Message], got: Sequence[Message], previous: Sequence[Message] = ()
+    sent: Sequence[Message], got: Sequence[Message], previous: Sequence[Message] = (), *, first: int = 0
 ) -> str:
-    """What happened to a saved transcript; ``previous`` is what the session held before."""
+    """What happened to a saved transcript; ``previous`` is what the session held before;
+    ``first`` is the position of ``sent[0]`` in a longer transcript (for the labels)."""
     sent, got, previous = list(sent), list(got), list(previous)
     if sent == got:
         return "unchanged"
@@ -186,23 +239,34 @@ def describe_transcript(
         return "appended instead of replaced: the save added to the old transcript"
     if len(got) != len(sent):
         if got == sent[: len(got)]:
-            return f"messages lost: {len(got)} of {len(sent)} came back (the rest cut off)"
+            return (f"messages lost: {len(got)} of {len(sent)} came back (the rest cut off, from "
+                    f"#{len(got)} ({_excerpt(sent[len(got)])}) on)")
         if got == sent + sent:
             return "messages duplicated: the transcript came back twice"
-        return f"{len(sent)} messages saved, {len(got)} came back"
-    if sorted(map(repr, sent)) == sorted(map(repr, got)):
-        return "messages reordered"
-    for i, (a, b) in enumerate(zip(sent, got, strict=True)):
+        return f"{len(sent)} messages saved, {len(got)} came back: " + name_items(sent, got)
+    if is_reordered(sent, got):
+        return f"messages reordered: they came back in the saved positions {order_seen(sent, got)}"
+    for i, (a, b) in enumerate(zip(sent, got, strict=True), start=first):
         if a == b:
             continue
         if a.role != b.role:
             return f"message {i}: role {a.role!r} came back as {b.role!r}"
         if len(a.content) != len(b.content):
-            return f"message {i}: {len(a.content)} content parts saved, {len(b.content)} came back"
+            return (f"message {i}: {len(a.content)} content parts saved, {len(b.content)} came back: "
+                    + name_items(a.content, b.content, "content part"))
+        if is_reordered(a.content, b.content):
+            kinds = ", ".join(type(p).__name__ for p in b.content)
+            return (f"message {i}: content parts reordered: they came back in the saved positions "
+                    f"{order_seen(a.content, b.content)} ({kinds}); content is ordered")
         for j, (pa, pb) in enumerate(zip(a.content, b.content, strict=True)):
             if pa != pb:
                 return f"message {i}, content[{j}] {_describe_part(pa, pb)}"
     return "transcript changed"
+
+
+def _examples(items: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(shorten(s, 40) for s in items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def describe_steers(sent: Sequence[str], got: Sequence[str]) -> str:
@@ -219,19 +283,20 @@ def describe_steers(sent: Sequence[str], got: Sequence[str]) -> str:
         return f"steer text changed: {describe_text(pairs[0][0], pairs[0][1])}"
     if lost:
         if len(set(sent)) < len(sent) and set(got) == set(sent):
-            problems.append(f"identical steers merged into one ({sum(lost.values())} lost)")
+            problems.append(f"identical steers merged into one ({sum(lost.values())} lost: "
+                            f"{_examples(list(lost.elements()))})")
         else:
-            problems.append(f"{sum(lost.values())} steer(s) lost")
+            problems.append(f"{sum(lost.values())} steer(s) lost: {_examples(list(lost.elements()))}")
     dup = Counter({k: have[k] - want[k] for k in have if k in want and have[k] > want[k]})
     if dup:
-        problems.append(f"{sum(dup.values())} steer(s) duplicated")
+        problems.append(f"{sum(dup.values())} steer(s) duplicated: {_examples(list(dup))}")
     unexpected = [k for k in have if k not in want]
     if unexpected:
-        problems.append(f"{len(unexpected)} steer(s) never added came back")
+        problems.append(f"{len(unexpected)} steer(s) never added came back: {_examples(unexpected)}")
     if not problems:
         if got == sent[::-1]:
             return "steers returned last-in-first-out (newest first)"
-        return "steers out of order: returned in a different order than added"
+        return f"steers out of order: they came back in the added positions {order_seen(sent, got)}"
     return ", ".join(problems)
 
 
@@ -259,6 +324,9 @@ def describe_id_merge(one: str, other: str) -> str:
             f"an id was merged with its {shorter}-character prefix "
             "(ids truncated, or matched with LIKE/startswith)"
         )
+    if any(c in one + other for c in "*?[]"):
+        return ("an id with glob characters (* ? [ ]) matched another id: a SCAN/KEYS MATCH or fnmatch "
+                "pattern built from an unescaped id")
     differences = []
     a, b = one.rstrip(" "), other.rstrip(" ")
     if (a, b) != (one, other):
@@ -309,6 +377,16 @@ def describe_backend_refusal(error: str) -> str | None:
             "(keys prefix:<id> and prefix:<id>:messages give session 'x:messages' a key of session 'x')"
         )
     return None
+
+
+def key_scheme_clash(session: str, ids: Sequence[str]) -> str:
+    """Why a call on ``session`` may have failed because of another of ``ids``: one id is
+    the other plus a key suffix (``x`` and ``x:messages``), so in a key-value layout the
+    two sessions' keys collide (Redis then answers ``WRONGTYPE``). Empty when none is."""
+    for other in ids:
+        if other != session and (session.startswith(other + ":") or other.startswith(session + ":")):
+            return describe_id_merge(session, other)
+    return ""
 
 
 # --- entry logs ------------------------------------------------------------------------
@@ -398,7 +476,8 @@ def describe_log(sent: Sequence[Entry], got: Sequence[object]) -> str:
             if got_ids == by_time:
                 return ("entries read back sorted by creation time, not in append order (ORDER BY "
                         "created_at: clocks of two writers disagree; order by a sequence)")
-            return "entries read back in a different order than appended"
+            return ("entries read back in a different order than appended: they came back in the "
+                    f"appended positions {order_seen(sent_ids, got_ids)}")
         pairs = [(a, b) for a, b in zip(sent, entries, strict=True) if a != b]
         return describe_entry(*pairs[0])
     missing = [i for i in sent_ids if i not in got_ids]
@@ -406,9 +485,9 @@ def describe_log(sent: Sequence[Entry], got: Sequence[object]) -> str:
     repeated = sorted({i for i in got_ids if got_ids.count(i) > 1})
     parts = []
     if missing:
-        parts.append(f"{len(missing)} entries lost (e.g. {missing[0]!r})")
+        parts.append(f"{len(missing)} entries lost: {_examples(missing)}")
     if repeated:
-        parts.append(f"{len(repeated)} entry ids stored twice (e.g. {repeated[0]!r})")
+        parts.append(f"{len(repeated)} entry ids stored twice: {_examples(repeated)}")
     if extra:
-        parts.append(f"{len(set(extra))} entries never appended came back (e.g. {extra[0]!r})")
+        parts.append(f"{len(set(extra))} entries never appended came back: {_examples(list(dict.fromkeys(extra)))}")
     return ", ".join(parts) or f"{len(sent)} entries appended, {len(entries)} came back"

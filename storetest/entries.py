@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Final, Literal, Protocol, runtime_checkable
 
-from storetest.contract import Message, _check_encodable
+from storetest.contract import MAX_ID_BYTES, MAX_NAME_BYTES, Message, _check_encodable, _check_size
 
 __all__ = [
     "KINDS",
@@ -82,17 +82,19 @@ class SessionExists(ValueError):
     """A fork's new session already has entries; nothing was written to it."""
 
 
-def check_entry_id(value: object, what: str = "id") -> str:
-    """Return ``value`` if it can be an entry id (a non-empty string of valid Unicode).
+def check_entry_id(value: object, what: str = "id", limit: int = MAX_ID_BYTES) -> str:
+    """Return ``value`` if it can be an entry id: a non-empty string of valid Unicode, at
+    most ``limit`` (:data:`~storetest.contract.MAX_ID_BYTES`) bytes of UTF-8.
 
     :raises TypeError: it is not a ``str``.
-    :raises ValueError: it is empty or holds a lone surrogate.
+    :raises ValueError: it is empty, holds a lone surrogate, or is too long.
     """
     if not isinstance(value, str):
         raise TypeError(f"{what} must be str, not {type(value).__name__}")
     if not value:
         raise ValueError(f"{what} must not be empty")
     _check_encodable(what, value)
+    _check_size(what, value, limit)
     return value
 
 
@@ -130,7 +132,7 @@ class Custom:
     data: str
 
     def __post_init__(self) -> None:
-        check_entry_id(self.kind, "Custom.kind")
+        check_entry_id(self.kind, "Custom.kind", MAX_NAME_BYTES)
         _check_json(self.data, "Custom.data")
 
 

@@ -23,7 +23,7 @@ from storetest import _databases
 from storetest._harness import CAPABILITIES, declared_capabilities, new_nonce
 from storetest.clauses import CLAUSES
 from storetest.failures import Violation
-from storetest.profiles import PROFILES, profile_named
+from storetest.profiles import PROFILES, check_idle, profile_named
 from storetest.report import render, unwritable
 from storetest.results import ClauseResult, Progress, Report, not_claimed, render_text
 from storetest.runner import check, with_replica_advice
@@ -153,10 +153,11 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
     report = check(
         spec.factory, spec.replica, clauses=[clause], profile=config.option.storetest_profile,
         seed=seed, nonce=run_nonce, name=spec.name, skip=spec.skip, fixtures=request.getfixturevalue,
-        progress=_progress_line(config),
+        progress=_progress_line(config), idle=config.option.storetest_idle,
     )
     replay = (f"pytest '{request.node.nodeid}' --storetest-seed={seed} "
-              f"--storetest-nonce={nonce} --storetest-profile={report.profile}")
+              f"--storetest-nonce={nonce} --storetest-profile={report.profile}"
+              + (f" --storetest-idle={config.option.storetest_idle:g}" if config.option.storetest_idle else ""))
     report = with_replica_advice(report, "pass replica=<factory> to run_conformance")
     (result,) = report.results
     if result.outcome in ("failed", "error"):
@@ -236,6 +237,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with the seed, fixes the session ids of a run (a failure prints it)",
     )
     group.addoption(
+        "--storetest-idle",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="run data_survives_idle: write, wait SECONDS, read back (the suite cannot see expiry "
+        "otherwise; off by default)",
+    )
+    group.addoption(
         "--storetest-report",
         action="append",
         default=[],
@@ -260,6 +269,10 @@ def pytest_configure(config: pytest.Config) -> None:
         problem = unwritable(path)
         if problem:
             raise pytest.UsageError(f"--storetest-report {path!r}: {problem}")
+    try:
+        check_idle(config.getoption("storetest_idle"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--storetest-{exc}") from None
     seed = config.getoption("storetest_seed")
     config.stash[_RUN_KEY] = (
         random.randrange(2**32) if seed is None else seed,

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile", "profile_named"]
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile", "check_idle", "profile_named"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class Profile:
     #: A backstop in seconds for stores so slow that the steps take too long; the
     #: report says when it cut shrinking short (a replay may then differ).
     shrink_seconds: float
+    #: Seconds ``data_survives_idle`` waits between writing and reading back; ``None``
+    #: (every profile's default) leaves that opt-in clause out.
+    idle: float | None = None
 
 
 PROFILES: Final[dict[str, Profile]] = {
@@ -59,3 +62,19 @@ def profile_named(name: str | None) -> Profile:
         raise ValueError(
             f"unknown storetest profile {name!r}; choose one of {', '.join(PROFILES)}"
         ) from None
+
+
+def check_idle(idle: object) -> float | None:
+    """``idle`` as seconds to wait in ``data_survives_idle``, or ``None`` to leave it out.
+
+    :raises ValueError: not a finite number of seconds above zero.
+    """
+    if idle is None:
+        return None
+    try:
+        seconds = float(idle)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"idle must be a number of seconds, not {idle!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"idle must be a number of seconds above zero, not {idle!r}")
+    return seconds

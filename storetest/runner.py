@@ -37,11 +37,15 @@ from storetest.failures import (
     describe_exception,
     store_frames,
 )
-from storetest.profiles import Profile, profile_named
+from storetest.profiles import Profile, check_idle, profile_named
 from storetest.results import ClauseResult, Outcome, Progress, Report, not_claimed
 
 __all__ = ["ClauseResult", "Outcome", "Progress", "Report", "check", "unsupplied", "with_replica_advice"]
 
+SKIP_NO_IDLE: Final = (
+    "opt-in: pass idle=SECONDS (--storetest-idle SECONDS, storetest check --idle SECONDS) to write, "
+    "wait that long and read back; no other clause can see data that expires"
+)
 SKIP_NO_REPLICA: Final = (
     "needs a second handle on the same data: {how} "
     "(its parameters are like the factory's; one named 'primary' gets the first store)"
@@ -78,6 +82,7 @@ def check(
     fixtures: Mapping[str, Any] | Callable[[str], Any] | None = None,
     progress: Callable[[Progress], None] | None = None,
     heartbeat: float = 10.0,
+    idle: float | None = None,
 ) -> Report:
     """Run the conformance clauses against the store ``factory`` makes; return every verdict.
 
@@ -105,10 +110,12 @@ def check(
     :param progress: called with a :class:`Progress` when each clause starts, every
         ``heartbeat`` seconds while it runs, and with its result when it ends.
     :param heartbeat: seconds between progress calls during a clause.
+    :param idle: seconds ``data_survives_idle`` waits between writing and reading back
+        (the suite cannot see expiry otherwise); ``None``, the default, skips it.
     :raises TypeError: ``factory`` or ``replica`` is not callable, or a factory has a
         parameter nothing supplies.
     :raises ValueError: an unknown clause name in ``clauses`` or ``skip``, or an
-        unknown profile.
+        unknown profile, or an ``idle`` that is not a number of seconds above zero.
     """
     for label, fn in (("factory", factory), ("replica", replica)):
         if fn is not None and not callable(fn):
@@ -126,6 +133,8 @@ def check(
         if unknown:
             raise ValueError(f"{what}= names unknown clauses {unknown}; the clauses are: {', '.join(known)}")
     chosen = profile if isinstance(profile, Profile) else profile_named(profile)
+    if idle is not None:
+        chosen = dataclasses.replace(chosen, idle=check_idle(idle))
     run_seed = random.randrange(2**32) if seed is None else int(seed)
     run_nonce = nonce or new_nonce()
     wanted = set(selected)
@@ -158,6 +167,9 @@ def check(
                                       exists_for=c.exists_for) if c.needs - claims else
                           ClauseResult(c.name, "skipped", SKIP_NO_REPLICA.format(how=CHECK_REPLICA),
                                        promise=c.promise, topic=c.topic, exists_for=c.exists_for))
+            elif c.idle and chosen.idle is None:
+                result = ClauseResult(c.name, "skipped", SKIP_NO_IDLE, promise=c.promise, topic=c.topic,
+                                      exists_for=c.exists_for)
             else:
                 state = Progress(c.name, position, len(order))
                 with _beating(progress, state, heartbeat):
@@ -320,10 +332,9 @@ def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
         details = store_frames(_innermost(exc), code_roots(t.store.raw))
     first = _first_store_error(t)
     if first is not None and first[1] not in diagnosis:
-        later = len(t.errors) - 1
-        diagnosis = (f"the store first raised {first[1]} in {first[0]}"
-                     + (f"; {later} later call(s) failed after it" if later else "")
-                     + f" (then: {diagnosis})")
+        where, error, later = first
+        diagnosis = (f"the store first raised {error} in {where}; all {later} later call(s) on that "
+                     f"handle failed after it (a poisoned connection or handle; then: {diagnosis})")
     extra = []
     if failures and type(exc).__name__.startswith("Flaky"):
         extra.append("the failure did not repeat when Hypothesis ran the same example again: the "
@@ -340,16 +351,22 @@ def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
                 remarks=tuple(extra), limits=tuple(t.limits))
 
 
-def _first_store_error(t: Target) -> tuple[str, str] | None:
-    """The store's first unexpected exception, when later errors differ from it (a
-    connection an earlier error left unusable makes every later call fail)."""
+def _first_store_error(t: Target) -> tuple[str, str, int] | None:
+    """The store's first unexpected exception, and how many later calls failed after it,
+    when those later calls follow from it: every call on the handle that raised failed
+    after it (a connection an earlier error left unusable), while the same clause's
+    calls fail in other ways. Unrelated failures, with calls on that handle working in
+    between, are not pinned on the first error."""
     unexpected = [(where, e) for where, e in t.errors if not isinstance(e, (TypeError, ValueError))]
     if len(unexpected) < 2:
         return None
     where, first = unexpected[0]
     if all(describe_exception(e) == describe_exception(first) for _, e in unexpected[1:]):
         return None
-    return where, describe_exception(first)
+    handle = next((h for h in t.handles() if h.first_error is first), None)
+    if handle is None or not handle.after_first or any(handle.after_first):
+        return None
+    return where, describe_exception(first), len(handle.after_first)
 
 
 def _innermost(exc: BaseException) -> BaseException:

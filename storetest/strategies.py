@@ -8,28 +8,45 @@ the size clause covers big values separately.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
-from storetest.contract import ROLES, Attachment, Content, Message, Text, ToolCall, ToolResult
+from storetest.contract import (
+    MAX_ID_BYTES,
+    MAX_NAME_BYTES,
+    ROLES,
+    Attachment,
+    Content,
+    Message,
+    Text,
+    ToolCall,
+    ToolResult,
+)
 from storetest.entries import KINDS, Compaction, Custom, Entry
 from storetest.items import Item, JSONValue
 
 __all__ = [
+    "LIMIT_MESSAGES",
     "NASTY_ARGUMENTS",
     "NASTY_ATTACHMENTS",
     "NASTY_JSON",
+    "NASTY_MEDIA_TYPES",
     "NASTY_TEXTS",
     "NASTY_TIMES",
     "OFFSETS",
     "attachments",
     "contents",
     "entry_ids",
+    "filled",
+    "ids",
     "logs",
+    "media_types",
     "messages",
+    "names",
     "raw_json",
     "steer_texts",
     "texts",
@@ -162,19 +179,71 @@ NASTY_ATTACHMENTS: tuple[Attachment, ...] = (
     Attachment("image/png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"),
 )
 
+# --- fields at their limits, and the short fields' odd spellings -----------------------
+
+
+def filled(start: str, size: int) -> str:
+    """``start`` made exactly ``size`` bytes of UTF-8 long with a mix of 1- to 4-byte
+    characters, so a store cutting at a byte count or a character count is caught."""
+    out, used = [start], len(start.encode("utf-8"))
+    for char in itertools.cycle("é🙂Ab 中"):
+        width = len(char.encode("utf-8"))
+        if used + width > size:
+            break
+        out.append(char)
+        used += width
+    return "".join(out) + "x" * (size - used)
+
+
+#: Media types as clients really send them: mixed case, spaces around them, parameters
+#: with non-ASCII and quoted values. A store that lower-cases or trims them changes them.
+NASTY_MEDIA_TYPES: tuple[str, ...] = (
+    "Image/PNG",
+    " image/png",
+    "image/png ",
+    "TEXT/Plain; Charset=UTF-8",
+    'text/plain; name="café résumé.txt"',
+    "application/x-ünïcødé",
+    "image/svg+xml;charset=utf-8",
+)
+
+ids = st.one_of(texts, texts.map(lambda s: filled(s, MAX_ID_BYTES)))
+"""Tool call ids and the results' ``call_id``: the adversarial text, and ids at
+:data:`~storetest.contract.MAX_ID_BYTES` exactly."""
+
+names = st.one_of(texts, texts.map(lambda s: filled(s, MAX_NAME_BYTES)))
+"""Tool names: the adversarial text, and names at ``MAX_NAME_BYTES`` exactly."""
+
+media_types = st.one_of(
+    st.sampled_from(["image/png", "application/octet-stream", "text/plain; charset=latin-1",
+                     *NASTY_MEDIA_TYPES]),
+    texts,
+    st.sampled_from(NASTY_MEDIA_TYPES).map(lambda s: filled(s, MAX_NAME_BYTES)),
+)
+"""Attachment media types: common ones, odd spellings, arbitrary text, at the limit."""
+
+#: Messages whose short fields sit exactly at their limits, and ids repeated where the
+#: contract allows it (two tool calls with one id in a message; two results for one call):
+#: fixed cases, so every run asks them, not a lucky draw.
+LIMIT_MESSAGES: tuple[Message, ...] = (
+    Message("assistant", (ToolCall(filled("call_", MAX_ID_BYTES), filled("Tool ", MAX_NAME_BYTES), "{}"),)),
+    Message("tool", (ToolResult(filled("call_", MAX_ID_BYTES), "result"),)),
+    Message("user", (Attachment(filled("image/png; name=", MAX_NAME_BYTES), b"\x89PNG"),)),
+    *(Message("user", (Attachment(media_type, b"\x00\xff"),)) for media_type in NASTY_MEDIA_TYPES),
+    Message("assistant", (ToolCall("call_same", "lookup", '{"q": 1}'), ToolCall("call_same", "lookup", '{"q": 2}'),
+                          ToolCall(" Call_Same ", " Lookup ", "{}"))),
+    Message("tool", (ToolResult("call_same", "first answer"), ToolResult("call_same", "second answer", True))),
+)
+
 attachments = st.one_of(
     st.sampled_from(NASTY_ATTACHMENTS),
-    st.builds(
-        Attachment,
-        st.sampled_from(["image/png", "application/octet-stream", "text/plain; charset=latin-1"]),
-        st.binary(max_size=64),
-    ),
+    st.builds(Attachment, media_types, st.binary(max_size=64)),
 )
 
 contents: st.SearchStrategy[Content] = st.one_of(
     st.builds(Text, texts),
-    st.builds(ToolCall, texts, texts, tool_arguments),
-    st.builds(ToolResult, texts, texts, st.booleans()),
+    st.builds(ToolCall, ids, names, tool_arguments),
+    st.builds(ToolResult, ids, texts, st.booleans()),
     attachments,
 )
 
@@ -238,11 +307,13 @@ times = st.one_of(
 entry_ids = st.one_of(
     st.uuids().map(str),
     st.text(_chars, min_size=1, max_size=12),
+    st.text(_chars, min_size=1, max_size=12).map(lambda s: filled(s, MAX_ID_BYTES)),
     st.sampled_from(["e", "E", "e ", "é", "e\u0301", "1", "01", "%", "a/b"]),
 )
 """Entry ids: exact strings, confusable ones included (a store compares them exactly)."""
 
-_custom_kinds = st.sampled_from(["artifact", "ui-state", "Artifact", "x\u0301"])
+_custom_kinds = st.sampled_from(["artifact", "ui-state", "Artifact", " artifact ", "x\u0301",
+                                 filled("Kind ", MAX_NAME_BYTES)])
 
 
 def _payload(kind: str, simple: bool) -> st.SearchStrategy[Message | Custom | Compaction]:
@@ -252,6 +323,14 @@ def _payload(kind: str, simple: bool) -> st.SearchStrategy[Message | Custom | Co
         data = st.just("{}") if simple else st.sampled_from(NASTY_JSON) | raw_json
         return st.builds(Custom, _custom_kinds, data)
     return st.builds(Compaction, st.just("summary") if simple else texts, entry_ids)
+
+
+def _capped(entry_id: str) -> str:
+    """A prefixed id at most ``MAX_ID_BYTES`` long: one past it is cut and refilled to it."""
+    raw = entry_id.encode("utf-8")
+    if len(raw) <= MAX_ID_BYTES:
+        return entry_id
+    return filled(raw[: MAX_ID_BYTES - 8].decode("utf-8", "ignore"), MAX_ID_BYTES)
 
 
 #: Valid JSON text that a JSON column or parser rewrites (NASTY_ARGUMENTS' valid ones).
@@ -268,7 +347,7 @@ def logs(
     previous one, so paths are long and branches common; a compaction keeps an earlier
     entry, on its path or not. ``simple`` keeps payloads tiny, for tests of the shape;
     ``id_prefix`` starts every id (keeping runs that share a backend apart)."""
-    ids = draw(st.lists(entry_ids.map(lambda i: id_prefix + i), max_size=max_size, unique=True).filter(
+    ids = draw(st.lists(entry_ids.map(lambda i: _capped(id_prefix + i)), max_size=max_size, unique=True).filter(
         lambda xs: not set(xs) & set(first_parents)))
     out: list[Entry] = []
     for i, entry_id in enumerate(ids):

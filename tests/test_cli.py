@@ -44,9 +44,11 @@ def test_default_checks_sqlite_and_prints_the_report(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(CLAUSES)
     claimed = len([c for c in CLAUSES if not c.needs & {"log", "items"}])  # SQLite keeps no log, no items
-    assert f"SQLiteStore: {n} clauses: {claimed} passed, 0 failed, {n - claimed} not claimed" in result.stdout
+    idle = len([c for c in CLAUSES if c.idle])  # opt-in (--idle), skipped without it
+    assert (f"SQLiteStore: {n} clauses: {claimed - idle} passed, 0 failed, {idle} skipped, {n - claimed} "
+            "not claimed" in result.stdout)
     data = json.loads(report.read_text())
-    assert {row["outcome"] for row in data["runs"][0]["results"]} == {"passed", "not claimed"}
+    assert {row["outcome"] for row in data["runs"][0]["results"]} == {"passed", "skipped", "not claimed"}
 
 
 def test_a_broken_third_party_store_fails_with_its_diagnosis(tmp_path: Path) -> None:

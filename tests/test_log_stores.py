@@ -138,6 +138,17 @@ async def replica_appends_land(cls: type[MemoryLogStore]) -> str | None:
     return await _appends_land([primary, primary.replica()])
 
 
+async def conflicting_appends_one_lands(cls: type[MemoryLogStore]) -> str | None:
+    store = cls()
+    await store.append("s", [msg("root", None)])
+    outcomes = await asyncio.gather(store.append("s", [msg("same", "root")]),
+                                    store.replica().append("s", [msg("same", "root")]), return_exceptions=True)
+    got = [e.id for e in await store.entries("s")]
+    if got.count("same") != 1 or sum(o is None for o in outcomes) != 1:
+        return f"appends returned {outcomes}; the log is {got}"
+    return None
+
+
 async def racing_creates_one_wins(cls: type[MemoryLogStore]) -> str | None:
     store = cls()
     wins = await asyncio.gather(store.create("s", chain("a", 2)), store.replica().create("s", chain("b", 2)))
@@ -252,6 +263,7 @@ def _check(variant: type[MemoryLogStore]) -> Check:
         v.LowercasedSessionLogStore: sessions_isolated,
         v.ForkWholeTreeLogStore: fork_copies_the_path,
         v.CompactionPrunesLogStore: compaction_removes_nothing,
+        v.UnlockedIdCheckLogStore: conflicting_appends_one_lands,
     }[variant]
 
 
@@ -390,7 +402,7 @@ def test_log_races_overlap_their_callers(store_class: type, clause: str) -> None
     report = check(lambda: first, lambda primary: primary.replica(), clauses=[clause], seed=11)
     assert report.results[0].outcome == "passed", report.results[0].details
     rounds = {s: n for s, n in first.counter.most.items()
-              if any(k in s for k in ("log-race", "log-replicas", "log-atomic", "log-create-race"))}
+              if any(k in s for k in ("log-race", "log-replicas", "log-atomic", "log-create-race", "log-conflict"))}
     overlapped = sum(n >= 2 for n in rounds.values())
     assert rounds, f"{clause} ran no rounds"
     assert overlapped > len(rounds) / 2, f"{clause}: only {overlapped} of {len(rounds)} rounds overlapped"

@@ -9,7 +9,7 @@ from typing import Any
 
 from storetest import strategies
 from storetest._harness import Handle, Target
-from storetest.contract import Message, Text, ToolCall, ToolResult
+from storetest.contract import MAX_ID_BYTES, MAX_NAME_BYTES, Message, Text, ToolCall, ToolResult
 from storetest.diagnosis import describe_log
 from storetest.entries import Entry
 from storetest.failures import RAISED, Check
@@ -99,9 +99,17 @@ def _round_trip_corpus() -> list[Entry]:
         for i, text in enumerate(strategies.NASTY_TEXTS)]
     attachments = [Entry.message(f"attachment-{i}", None, T0, Message("user", (a,)))
                    for i, a in enumerate(strategies.NASTY_ATTACHMENTS)]
+    # Short fields at their limits; custom data large (it has no limit).
+    long_id = strategies.filled("id-", MAX_ID_BYTES)
+    limits = [
+        Entry.custom(long_id, None, T0, strategies.filled("Kind ", MAX_NAME_BYTES),
+                     '{"blob": "' + "é x\\n" * 2**15 + '", "z": 1, "a": 2}'),
+        Entry.message("child-of-a-long-id", long_id, T0, Message.text("user", "child")),
+        Entry.compaction("compaction-of-a-long-id", None, T0, "kept from a long id", long_id),
+    ]
     kinds = [
         Entry.meta("meta-1", "text-1", T0, Message.text("system", "a reminder the transcript hides")),
         Entry.compaction("compaction-1", "meta-1", T0, "a summary\x00 with \r\n odd text 👍🏽", "text-0"),
         Entry.message("after-compaction", "compaction-1", T0, Message.text("user", "after")),
     ]
-    return [*times, *customs, *texts, *attachments, *kinds]
+    return [*times, *customs, *texts, *attachments, *limits, *kinds]

@@ -29,6 +29,8 @@ class Clause:
     topic: str
     #: Opens the store in child processes: the factory must be importable (module:function).
     processes: bool = False
+    #: Runs only when the caller asks for an idle time (``check(idle=...)``).
+    idle: bool = False
 
     @property
     def promise(self) -> str:
@@ -52,7 +54,7 @@ CLAUSES: list[Clause] = []
 
 def clause(
     *, needs: Iterable[str] = ("transcript",), replica: bool = False, races: bool = False,
-    processes: bool = False,
+    processes: bool = False, idle: bool = False,
 ) -> Callable[[Callable[[Target], None]], Callable[[Target], None]]:
     """Register the decorated function as a clause."""
     wanted = frozenset(needs)
@@ -64,7 +66,7 @@ def clause(
         if any(c.name == fn.__name__ for c in CLAUSES):
             raise ValueError(f"two clauses are named {fn.__name__!r}")
         topic = fn.__module__.rsplit(".", 1)[-1]
-        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic, processes))
+        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic, processes, idle))
         return fn
 
     return register

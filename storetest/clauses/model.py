@@ -7,6 +7,7 @@ the profile's shrinking budget.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from hypothesis import note, seed
@@ -24,6 +25,7 @@ from storetest._harness import Target
 from storetest.clauses._registry import clause
 from storetest.clauses._support import hypothesis_settings
 from storetest.contract import Message
+from storetest.diagnosis import describe_id_merge
 from storetest.failures import Check
 
 
@@ -50,10 +52,36 @@ def store_matches_model(t: Target) -> None:
             self.sessions = [prefix + s for s in ("a", "A", "a ", "é", "e\u0301")]
             self.transcripts: dict[str, list[Message]] = {}
             self.steers: dict[str, list[str]] = {}
+            self.written: dict[str, int] = {}  # session -> the step that last wrote it
+            self.step = 0
+
+        def _wrote(self, session: str) -> None:
+            self.step += 1
+            self.written[session] = self.step
+
+        def _merged_with(self, session: str, kind: str, sent: Any, got: Any) -> str | None:
+            """Another session whose data ``got`` is: a merge, not a lost write."""
+            if not isinstance(got, list):
+                return None
+            for other in self.sessions:
+                if other == session or self.written.get(other, 0) <= self.written.get(session, 0):
+                    continue
+                if kind == "transcript" and other in self.transcripts and got == self.transcripts[other]:
+                    return other
+                if kind == "steers" and self.steers.get(other) and \
+                        Counter(got) == Counter(sent) + Counter(self.steers[other]):
+                    return other
+            return None
 
         def _check(self, session: str, kind: str, sent: Any, got: Any) -> None:
             check = Check(store_matches_model)
-            (check.transcript if kind == "transcript" else check.steers)(session, sent, got)
+            other = self._merged_with(session, kind, sent, got) if got != sent else None
+            if other is not None:
+                what = "the transcript saved to" if kind == "transcript" else "steers left for"
+                check.add(session, f"sessions merged: reading {session!r} gave {what} {other!r}: "
+                          + describe_id_merge(session, other), sent, got)
+            else:
+                (check.transcript if kind == "transcript" else check.steers)(session, sent, got)
             check.raise_if_any()
 
         @rule(which=index, handle=which_handle, transcript=strategies.model_transcripts)
@@ -62,6 +90,7 @@ def store_matches_model(t: Target) -> None:
             note(f"handle {handle}: save({session!r}, {len(transcript)} messages)")
             t.run(handles[handle].save(session, transcript))
             self.transcripts[session] = list(transcript)
+            self._wrote(session)
 
         @rule(which=index, handle=which_handle)
         def read(self, which: int, handle: int) -> None:
@@ -77,6 +106,7 @@ def store_matches_model(t: Target) -> None:
             note(f"handle {handle}: add_steer({session!r}, {text!r})")
             t.run(handles[handle].add_steer(session, text))
             self.steers.setdefault(session, []).append(text)
+            self._wrote(session)
 
         @precondition(lambda self: steers)
         @rule(which=index, handle=which_handle)

@@ -125,6 +125,11 @@ def steer_race(
     return added, takes
 
 
+def _named(steers: list[str]) -> str:
+    shown = ", ".join(map(repr, steers[:3]))
+    return shown + (f" and {len(steers) - 3} more" if len(steers) > 3 else "")
+
+
 def account(check: Check, session: str, added: list[str], takes: list[_Take]) -> None:
     """Jepsen's total-queue accounting, with duplicates and reordering counted as failures."""
     taken = Counter(s for take in takes for s in take.steers)
@@ -135,13 +140,13 @@ def account(check: Check, session: str, added: list[str], takes: list[_Take]) ->
     if lost or duplicated or unexpected:
         parts = []
         if duplicated:
-            parts.append(f"{len(duplicated)} steer(s) duplicated (handed to two takers: the take "
+            parts.append(f"{len(duplicated)} steer(s) duplicated ({_named(duplicated)}; handed to two takers: the take "
                          "reads and deletes without a lock, or in two steps)")
         if lost:
-            parts.append(f"{len(lost)} steer(s) lost (acknowledged by add_steer, never taken: a "
+            parts.append(f"{len(lost)} steer(s) lost ({_named(lost)}; acknowledged by add_steer, never taken: a "
                          "take that deletes more than it returns, or an add that was not committed)")
         if unexpected:
-            parts.append(f"{len(unexpected)} steer(s) never added came back")
+            parts.append(f"{len(unexpected)} steer(s) never added came back ({_named(unexpected)})")
         check.add(
             session,
             ", ".join(parts) + f" [lost={len(lost)} duplicated={len(duplicated)} "

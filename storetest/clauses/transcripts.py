@@ -22,8 +22,8 @@ from storetest._harness import Target
 from storetest.clauses._registry import clause
 from storetest.clauses._support import examples, texts
 from storetest.contract import MAX_SESSION_ID_BYTES, Message, Text
-from storetest.diagnosis import describe_id_merge, describe_transcript
-from storetest.failures import RAISED, checking
+from storetest.diagnosis import describe_id_merge, describe_transcript, key_scheme_clash
+from storetest.failures import RAISED, checking, describe_exception
 
 
 @clause()
@@ -149,6 +149,49 @@ def unknown_session_is_empty(t: Target) -> None:
         check.transcript(session, [], check.call(session, "messages()", t.store.messages(session)))
 
 
+#: Sessions ``many_sessions_are_all_kept`` writes to one store.
+MANY_SESSIONS = 200
+
+
+@clause()
+def many_sessions_are_all_kept(t: Target) -> None:
+    """Hundreds of sessions written to one store are all kept: after the last is written,
+    the earliest ones (and a sample of the rest) read back exactly, steers too.
+
+    Every other clause uses a handful of sessions. Catches a store that keeps only the
+    most recent sessions: an LRU of transcripts answering for the backend, a capped
+    collection, a cache evicting under ``maxmemory``, a per-handle dict of recent
+    sessions mistaken for the store.
+    """
+    sessions = [t.new_session(f"many-{i}-") for i in range(MANY_SESSIONS)]
+    steers = t.has("steers")
+    with checking(many_sessions_are_all_kept, t.run) as check:
+        for i, session in enumerate(sessions):
+            if check.call(session, f"save to session #{i}",
+                          t.store.save(session, [Message.text("user", f"session #{i}")])) is RAISED:
+                return
+            if steers and i < 5 and check.call(session, f"add_steer to session #{i}",
+                                               t.store.add_steer(session, f"steer #{i}")) is RAISED:
+                return
+        t.tick()
+        sample = sorted({*range(10), *range(0, MANY_SESSIONS, 20), MANY_SESSIONS - 1})
+        for i in sample:
+            session = sessions[i]
+            got = check.call(session, "messages()", t.store.messages(session))
+            want = [Message.text("user", f"session #{i}")]
+            if got is RAISED or got == want:
+                continue
+            if got == []:
+                check.add(session, f"session #{i} of {MANY_SESSIONS} was forgotten after the later ones "
+                          "were written (the store keeps only the most recent sessions)", want, got)
+            else:
+                check.transcript(session, want, got)
+        if steers:
+            for i in range(5):
+                check.steers(sessions[i], [f"steer #{i}"],
+                             check.call(sessions[i], "take_steers()", t.store.take_steers(sessions[i])))
+
+
 def confusable_ids(prefix: str) -> list[str]:
     """Ids that differ from each other only in ways collations and key columns forget."""
     room = MAX_SESSION_ID_BYTES - len(prefix.encode()) - 1
@@ -161,6 +204,9 @@ def confusable_ids(prefix: str) -> list[str]:
             "a:messages", "a:steers", "{a}", "}a", "a}", "{",
             "x" * 64 + "1", "x" * 64 + "2",
             "y" * (room - 1) + "1", "y" * (room - 1) + "2",
+            # Key-value layouts: prefix:{id} beside prefix:{id}:messages, glob patterns, hash tags.
+            "k", "kk", "kl", "k:messages", "k:steers", "k:entries", "k:meta", "k:*", "k*", "k?", "k[kl]",
+            "{k}", "{k}:messages", "k{}",
             "é" * (room // 2 - 1) + "1", "é" * (room // 2 - 1) + "2",
         )
     ]
@@ -172,10 +218,13 @@ def sessions_are_isolated(t: Target) -> None:
 
     Ids differ here only by case, trailing spaces, NFC vs NFD, an accent, SQL wildcards
     (``%``, ``_``), a prefix (``a`` and ``a:messages``), hash-tag braces, a NUL, or past
-    the 64th character, and run to the 512-byte limit. Every id is checked even after
-    the store raised on one. Catches case- and accent-insensitive collations, PAD SPACE
-    comparison, ``LIKE`` matching, truncated or hashed keys, and key-value keys built as
-    ``prefix:<id>`` beside ``prefix:<id>:messages``.
+    the 64th character, and run to the 512-byte limit; key-value confusables stand
+    beside them (``k`` and ``k:messages``, ``k:steers``, glob characters ``* ? [ ]``,
+    braces). Every id is checked even after the store raised on one. Catches case- and
+    accent-insensitive collations, PAD SPACE comparison, ``LIKE`` matching, truncated or
+    hashed keys, keys built as ``prefix:<id>`` beside ``prefix:<id>:messages`` (the OpenAI
+    Agents SDK's ``RedisSession``: session ``x:messages`` shares a key with session
+    ``x``), and ``SCAN MATCH`` patterns built from an unescaped id.
     """
     _check_isolation(t, confusable_ids(t.new_session("iso-")), sessions_are_isolated)
 
@@ -193,19 +242,28 @@ def _check_isolation(t: Target, ids: Sequence[str], clause_fn: Callable[..., Any
     steers = t.has("steers")
     owner = {f"saved to session #{i}": i for i in range(len(ids))}
     with checking(clause_fn, t.run) as check:
+
+        def call(session: str, what: str, work: Any) -> Any:
+            try:
+                return t.run(work)
+            except Exception as exc:
+                clash = key_scheme_clash(session, ids)
+                check.add(session, f"{what} raised {describe_exception(exc)}" + (f": {clash}" if clash else ""))
+                return RAISED
+
         usable = []
         for i, session in enumerate(ids):
-            saved = check.call(session, f"save to id {session!r}",
-                               t.store.save(session, [Message.text("user", f"saved to session #{i}")]))
+            saved = call(session, f"save to id {session!r}",
+                         t.store.save(session, [Message.text("user", f"saved to session #{i}")]))
             if steers and saved is not RAISED:
-                saved = check.call(session, f"add_steer to id {session!r}",
-                                   t.store.add_steer(session, f"steer for session #{i}"))
+                saved = call(session, f"add_steer to id {session!r}",
+                             t.store.add_steer(session, f"steer for session #{i}"))
             usable.append(saved is not RAISED)
         merged: set[tuple[int, int]] = set()
         for i, session in enumerate(ids):
             if not usable[i]:
                 continue
-            got = check.call(session, f"messages({session!r})", t.store.messages(session))
+            got = call(session, f"messages({session!r})", t.store.messages(session))
             want = [Message.text("user", f"saved to session #{i}")]
             if got is RAISED or got == want:
                 continue
@@ -224,7 +282,7 @@ def _check_isolation(t: Target, ids: Sequence[str], clause_fn: Callable[..., Any
         for i, session in enumerate(ids):
             if not usable[i]:
                 continue
-            got_steers = check.call(session, f"take_steers({session!r})", t.store.take_steers(session))
+            got_steers = call(session, f"take_steers({session!r})", t.store.take_steers(session))
             want_steers = [f"steer for session #{i}"]
             if got_steers is RAISED or got_steers == want_steers:
                 continue

@@ -49,6 +49,8 @@ class BrokenStore:
     #: the Hypothesis profile that catches it on every seed; "fast" unless only random
     #: generation can find the bug (see docs/broken-stores.md, "gaps")
     profile: str = "fast"
+    #: seconds for the opt-in ``data_survives_idle`` clause (``check(idle=...)``)
+    idle: float | None = None
 
     def __post_init__(self) -> None:
         if self.clause not in _CLAUSES:
@@ -95,7 +97,7 @@ def run_clause(
     """
     name = clause or broken.clause
     report = check(broken.factory, broken.replica, clauses=[name], profile=profile or broken.profile,
-                   seed=seed, fixtures=fixture, name=broken.name)
+                   seed=seed, fixtures=fixture, name=broken.name, idle=broken.idle)
     (result,) = report.results
     if result.outcome == "passed":
         return None

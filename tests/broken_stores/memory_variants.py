@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import threading
+import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -25,8 +26,10 @@ from storetest.contract import (
     Attachment,
     Content,
     Message,
+    StoreError,
     Text,
     ToolCall,
+    ToolResult,
     check_messages,
     check_session_id,
     check_steer_text,
@@ -569,6 +572,228 @@ class NegativeSteerCacheStore(MemoryStore):
 # --- factories -------------------------------------------------------------------------
 
 
+# --- round 3: fields at their limits, key schemes, stories ------------------------------
+
+
+class ToolResultTruncatingStore(_RewritingStore):
+    """Tool results cut to 65,535 UTF-8 bytes (message text is kept whole).
+
+    In the wild: a ``tool_output TEXT`` column beside a ``LONGTEXT`` content column; a
+    result "summarized" to fit a field limit.
+    """
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        if isinstance(part, ToolResult):
+            return replace(part, content=part.content.encode("utf-8")[:TEXT_LIMIT].decode("utf-8", "ignore"))
+        return part
+
+
+class NulRefusingTruncatingStore(TruncatingStore):
+    """Refuses NUL (as Postgres ``text`` does) and cuts text at 65,535 bytes. While the
+    big values held NUL, the refusal hid the truncation.
+
+    In the wild: a Postgres store with a ``varchar(65535)``-style check, or a MySQL
+    ``TEXT`` behind a NUL-refusing driver layer.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        if "\\x00" in repr(check_messages(messages)):
+            raise StoreError(f"save to session {session!r} failed: invalid byte sequence for encoding "
+                             "UTF8: 0x00")
+        await super().save(session, messages)
+
+
+class MediaTypeNormalizingStore(_RewritingStore):
+    """Attachment media types lower-cased and trimmed ("normalized") before storing.
+
+    In the wild: MIME parsing layers (``email.message``'s ``get_content_type()``
+    lower-cases), HTTP frameworks that normalize ``Content-Type``.
+    """
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        if isinstance(part, Attachment):
+            return replace(part, media_type=part.media_type.strip().lower())
+        return part
+
+
+class RecentSessionsStore(MemoryStore):
+    """Keeps only the 64 most recently written sessions: older ones are evicted.
+
+    In the wild: an LRU cache answering for the backend, a capped collection, Redis
+    under ``maxmemory`` with an ``allkeys-lru`` policy.
+    """
+
+    LIMIT = 64
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        await super().save(session, messages)
+        transcripts = self.backend.transcripts
+        transcripts[session] = transcripts.pop(session)  # most recent last
+        while len(transcripts) > self.LIMIT:
+            del transcripts[next(iter(transcripts))]
+
+
+class KeySchemeStore(MemoryStore):
+    """Keys built as the OpenAI Agents SDK's ``RedisSession`` builds them: a hash at
+    ``session:{id}`` and the messages' list at ``session:{id}:messages``, in one typed
+    key space, so session ``x:messages``'s hash is session ``x``'s list (``WRONGTYPE``).
+    """
+
+    def replica(self) -> MemoryStore:
+        return type(self)(self.backend)
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.keys: dict[str, tuple[str, Any]] = getattr(self.backend, "keys", {})
+        self.backend.keys = self.keys  # type: ignore[attr-defined]
+
+    def _typed(self, key: str, kind: str, default: Any) -> Any:
+        have, value = self.keys.setdefault(key, (kind, default))
+        if have != kind:
+            raise StoreError("WRONGTYPE Operation against a key holding the wrong kind of value")
+        return value
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session, checked = check_session_id(session), check_messages(messages)
+        self._typed(f"session:{session}", "hash", {})["updated"] = len(checked)
+        self._typed(f"session:{session}:messages", "list", [])[:] = checked
+
+    async def messages(self, session: str) -> list[Message]:
+        session = check_session_id(session)
+        return list(self._typed(f"session:{session}:messages", "list", []))
+
+    async def add_steer(self, session: str, text: str) -> None:
+        session = check_session_id(session)
+        self._typed(f"session:{session}:steers", "list", []).append(check_steer_text(text))
+
+    async def take_steers(self, session: str) -> list[str]:
+        session = check_session_id(session)
+        queue = self._typed(f"session:{session}:steers", "list", [])
+        taken, queue[:] = list(queue), []
+        return taken
+
+
+class ToolCallsByIdStore(_RewritingStore):
+    """A message's tool calls kept in a dict keyed by call id: two calls with one id
+    (which the contract allows) become one.
+
+    In the wild: ``{call.id: call for call in message.tool_calls}`` to "index" calls;
+    a ``PRIMARY KEY (message_id, call_id)`` with ``ON CONFLICT DO UPDATE``.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        def merged(content: tuple[Content, ...]) -> tuple[Content, ...]:
+            calls = {p.id: p for p in content if isinstance(p, ToolCall)}
+            out = [p for p in content if not isinstance(p, ToolCall) or calls.get(p.id) is p]
+            return tuple(out)
+
+        checked = check_messages(messages)
+        self.backend.transcripts[check_session_id(session)] = tuple(
+            replace(m, content=merged(m.content)) for m in checked)
+
+
+class PositionKeyedStore(MemoryStore):
+    """Messages kept under their position as a string key and read back sorted by
+    key: ``"0", "1", "10", "11", ..., "2"``.
+
+    In the wild: a Redis hash or a key-value prefix scan keyed by ``str(i)``, a
+    ``VARCHAR`` position column ordered as text.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session, checked = check_session_id(session), check_messages(messages)
+        self.backend.transcripts[session] = tuple(
+            m for _, m in sorted((str(i), m) for i, m in enumerate(checked)))
+
+
+class PartsByKindStore(_RewritingStore):
+    """Content parts regrouped by kind: text first, then tool calls, results, attachments.
+
+    In the wild: a schema with one table (or field) per part kind, read back one kind
+    after another.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        order = {Text: 0, ToolCall: 1, ToolResult: 2, Attachment: 3}
+        checked = check_messages(messages)
+        self.backend.transcripts[check_session_id(session)] = tuple(
+            replace(m, content=tuple(sorted(m.content, key=lambda p: order[type(p)]))) for m in checked)
+
+
+class ChunkBoundaryStore(MemoryStore):
+    """Inserts a long transcript in chunks of 500 rows and loses the first row of every
+    chunk after the first (an off-by-one at the chunk boundary).
+
+    In the wild: hand-rolled batching around a driver's parameter limit (SQLite's 999
+    variables, MySQL's ``max_allowed_packet``).
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        checked = check_messages(messages)
+        await super().save(session, [m for i, m in enumerate(checked) if i < 500 or i % 500])
+
+
+class UnrelatedErrorsStore(MemoryStore):
+    """Refuses NUL in one way and 4-byte characters in another, and works for
+    everything else: two unrelated refusals, not a poisoned connection.
+
+    In the wild: a Postgres ``text`` column (NUL) beside a MySQL ``utf8mb3`` one
+    (emoji) in one application; any store with two unrelated limits.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        text = repr(check_messages(messages))
+        if "\\x00" in text:
+            raise StoreError(f"save to session {session!r} failed: invalid byte sequence for encoding "
+                             "UTF8: 0x00")
+        if any(ord(c) > 0xFFFF for c in text):
+            raise StoreError(f"save to session {session!r} failed: Incorrect string value for column "
+                             "'content'")
+        await super().save(session, messages)
+
+
+class ExpiringStore(MemoryStore):
+    """Every key expires 0.5 s after it was written.
+
+    In the wild: ``SETEX``/``EXPIRE`` on every key "to keep Redis tidy", a MongoDB TTL
+    index, a cache in front of the store that forgets.
+    """
+
+    TTL = 0.5
+
+    def replica(self) -> MemoryStore:
+        return type(self)(self.backend)
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.written: dict[str, float] = getattr(self.backend, "written", {})
+        self.backend.written = self.written  # type: ignore[attr-defined]
+
+    def _expire(self, session: str) -> None:
+        if time.monotonic() - self.written.get(session, time.monotonic()) > self.TTL:
+            self.backend.transcripts.pop(session, None)
+            self.backend.steers.pop(session, None)
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        await super().save(session, messages)
+        self.written[session] = time.monotonic()
+
+    async def messages(self, session: str) -> list[Message]:
+        self._expire(check_session_id(session))
+        return await super().messages(session)
+
+    async def add_steer(self, session: str, text: str) -> None:
+        self._expire(check_session_id(session))
+        await super().add_steer(session, text)
+        self.written[session] = time.monotonic()
+
+    async def take_steers(self, session: str) -> list[str]:
+        self._expire(check_session_id(session))
+        return await super().take_steers(session)
+
+
 def jsonb_arguments_store() -> JsonbArgumentsStore:
     """The jsonb-style store, for ``storetest check`` and the end-to-end test."""
     return JsonbArgumentsStore()
@@ -584,14 +809,14 @@ def _replica(primary: Any) -> Any:
 
 def _broken(
     name: str, cls: type[MemoryStore] | type[PlainMemoryStore], bug: str, wild: str, clause: str, diagnosis: str,
-    *, replica: bool = False, racy: bool = False, profile: str = "fast",
+    *, replica: bool = False, racy: bool = False, profile: str = "fast", idle: float | None = None,
 ) -> BrokenStore:
     def factory() -> Any:
         return cls()
 
     factory.__name__ = factory.__qualname__ = "make_" + name.replace("-", "_")
     return BrokenStore(name, bug, wild, clause, diagnosis, factory,
-                       replica=_replica if replica else None, racy=racy, profile=profile)
+                       replica=_replica if replica else None, racy=racy, profile=profile, idle=idle)
 
 
 BROKEN: list[BrokenStore] = [
@@ -691,4 +916,41 @@ BROKEN: list[BrokenStore] = [
             "a handle caches 'queue empty' and stops asking until it adds a steer itself",
             "per-process caches that save a round trip per model request",
             "steers_are_taken_once_across_replicas", "cached \"queue is empty\"", replica=True),
+    # Round 3: each passed its clause before (or was caught with the wrong story).
+    _broken("memory-tool-result-truncated", ToolResultTruncatingStore, "tool results cut to 65,535 bytes",
+            "a tool_output TEXT column beside a LONGTEXT content column",
+            "large_values_round_trip", "ToolResult.content: truncated at 65535 bytes"),
+    _broken("memory-nul-refused-and-truncated", NulRefusingTruncatingStore,
+            "NUL refused and text cut to 65,535 bytes: the refusal hid the size limit",
+            "a Postgres store behind a length-limited column",
+            "large_values_round_trip", "truncated at 65535 bytes"),
+    _broken("memory-media-type-normalized", MediaTypeNormalizingStore,
+            "attachment media types lower-cased and trimmed",
+            "MIME layers (get_content_type() lower-cases), Content-Type normalizing frameworks",
+            "transcript_round_trips_exactly", "media_type: case changed"),
+    _broken("memory-tool-calls-by-id", ToolCallsByIdStore, "a message's tool calls kept in a dict by call id",
+            "{call.id: call ...} indexes; PRIMARY KEY (message_id, call_id) with an upsert",
+            "transcript_round_trips_exactly", "3 content parts saved, 2 came back: 1 content part(s) lost: #0"),
+    _broken("memory-recent-sessions-only", RecentSessionsStore, "only the 64 most recent sessions kept",
+            "an LRU cache answering for the backend; Redis allkeys-lru under maxmemory",
+            "many_sessions_are_all_kept", "was forgotten after the later ones were written"),
+    _broken("memory-key-scheme", KeySchemeStore,
+            "keys session:{id} and session:{id}:messages in one key space (RedisSession's layout)",
+            "the OpenAI Agents SDK's RedisSession: session 'x:messages' shares a key with 'x'",
+            "sessions_are_isolated", "prefix:<id>:<kind> collide"),
+    _broken("memory-positions-as-text", PositionKeyedStore, "messages read back in text order of '0', '1', '10'",
+            "a Redis hash or key prefix scan keyed by str(position); a VARCHAR position column",
+            "transcript_round_trips_exactly", "messages reordered: they came back in the saved positions"),
+    _broken("memory-parts-by-kind", PartsByKindStore, "content parts regrouped by kind",
+            "one table or field per part kind, read back kind after kind",
+            "transcript_round_trips_exactly", "content parts reordered"),
+    _broken("memory-chunk-boundary", ChunkBoundaryStore, "the first row of every 500-row chunk after the first lost",
+            "hand-rolled batching around a parameter or packet limit",
+            "large_values_round_trip", "3 message(s) lost: #500 (user 'long #500')"),
+    _broken("memory-unrelated-errors", UnrelatedErrorsStore, "NUL and 4-byte characters refused in two unrelated ways",
+            "two unrelated column limits in one store (text refusing NUL, utf8mb3 refusing emoji)",
+            "save_replaces_the_transcript", "raised StoreError: save to session"),
+    _broken("memory-expiring", ExpiringStore, "every key expires 0.5 s after it was written",
+            "SETEX/EXPIRE on every key; a MongoDB TTL index; a forgetful cache in front",
+            "data_survives_idle", "the transcript expired", idle=1.0),
 ]
