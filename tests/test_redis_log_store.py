@@ -1,0 +1,198 @@
+"""The Redis log store's own promises, beyond the conformance suite: the clients it
+refuses and the one it warns about, its keys (one slot per session, no two sessions
+sharing one), values at the edges, errors that name the session, and calls that end
+within the socket timeouts on a stalled connection."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import pytest
+
+from storetest.contract import Message, OutcomeUnknown, StoreError
+from storetest.entries import Entry
+from tests.faults.resp import RespProxy
+
+aioredis = pytest.importorskip("redis.asyncio")
+
+from redis.asyncio.retry import Retry  # noqa: E402
+from redis.backoff import NoBackoff  # noqa: E402
+from redis.cluster import key_slot  # noqa: E402
+
+from reference_stores.redis_log import RedisLogStore, session_keys  # noqa: E402
+
+T = TypeVar("T")
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+NO_RETRY = Retry(NoBackoff(), 0)
+
+
+def run(main: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(main())  # type: ignore[arg-type]
+
+
+def msg(entry_id: str, parent: str | None = None) -> Entry:
+    return Entry.message(entry_id, parent, T0, Message.text("user", entry_id))
+
+
+def client(url: str, **settings: Any) -> Any:
+    return aioredis.Redis.from_url(url, **{"retry": NO_RETRY, "socket_timeout": 5, "socket_connect_timeout": 5,
+                                           **settings})
+
+
+def test_clients_it_cannot_work_with_are_refused_naming_the_fix() -> None:
+    with pytest.raises(ValueError, match="decode_responses=False"):
+        RedisLogStore(aioredis.Redis(decode_responses=True, retry=NO_RETRY))
+    with pytest.raises(ValueError, match=r"does not retry commands .*NoBackoff\(\), 0\)"):
+        RedisLogStore(aioredis.Redis())  # redis-py retries 10 times by default
+    with pytest.raises(TypeError, match=r"redis\.asyncio\.Redis or RedisCluster"):
+        RedisLogStore("redis://127.0.0.1:6379")
+    with pytest.raises(ValueError, match="brace"):
+        RedisLogStore(aioredis.Redis(retry=NO_RETRY), prefix="app:{x}:")
+
+
+def test_a_client_that_may_wait_forever_is_warned_about() -> None:
+    # Redis.from_url leaves both socket timeouts None, unlike Redis(): the common case.
+    with pytest.warns(RuntimeWarning, match="socket_timeout and socket_connect_timeout are None"):
+        RedisLogStore(aioredis.Redis.from_url("redis://127.0.0.1:1/0", retry=NO_RETRY))
+    with pytest.warns(RuntimeWarning, match="socket_connect_timeout is None"):
+        RedisLogStore(aioredis.Redis(retry=NO_RETRY, socket_connect_timeout=None))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RedisLogStore(aioredis.Redis(retry=NO_RETRY))  # 5 s each, redis-py's constructor default
+
+
+def test_keys_of_a_session_share_a_slot_and_no_two_sessions_share_a_key() -> None:
+    sessions = ["x", "x:log", "}x", "{a}", "{", "a}{b", "\x00", "é", "e\u0301"]
+    keys = {s: session_keys("p:", s, "log", "log-ids") for s in sessions}
+    for session, (log, ids) in keys.items():
+        assert key_slot(log) == key_slot(ids), session
+    every = [k for pair in keys.values() for k in pair]
+    assert len(set(every)) == len(every)
+
+
+def test_the_store_writes_two_keys_per_session_under_its_prefix(
+    storetest_redis_url: str, storetest_redis_prefix: str
+) -> None:
+    prefix = f"{storetest_redis_prefix}{secrets.token_hex(3)}:"
+
+    async def main() -> list[bytes]:
+        c = client(storetest_redis_url)
+        try:
+            store = RedisLogStore(c, prefix=prefix)
+            await store.append("x", [msg("a")])
+            await store.append("x:log", [msg("a")])
+            assert await store.create("}x", [msg("b")])
+            return sorted([k async for k in c.scan_iter(match=f"{prefix}*")])
+        finally:
+            await c.aclose()
+
+    assert run(main) == sorted(k for s in ("x", "x:log", "}x") for k in session_keys(prefix, s, "log", "log-ids"))
+
+
+def test_values_at_the_edges_come_back_exactly(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
+    edge = [
+        Entry.custom("\x00", None, datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))), "k\x00", "1e400"),
+        Entry.custom("é", "\x00", datetime(9999, 12, 31, 23, 59, 59, 999999, timezone(timedelta(hours=-12))),
+                     "k", '{"z":1, "a":[1, 2],"z":3}'),
+        Entry.compaction("c", "é", T0, "sum\x00mary", "\x00"),
+    ]
+
+    async def main() -> tuple[list[Entry], list[Entry]]:
+        c = client(storetest_redis_url)
+        try:
+            store = RedisLogStore(c, prefix=storetest_redis_prefix)
+            session = f"s\x00{secrets.token_hex(4)}"
+            await store.append(session, edge)
+            return await store.entries(session), await store.entries(session.replace("\x00", ""))
+        finally:
+            await c.aclose()
+
+    assert run(main) == (edge, [])
+
+
+def test_errors_name_the_operation_the_session_and_the_cause(
+    storetest_redis_url: str, storetest_redis_prefix: str
+) -> None:
+    async def main() -> None:
+        gone = client("redis://127.0.0.1:1/0")  # nothing listens: refused before anything is sent
+        store = RedisLogStore(gone)
+        with pytest.raises(StoreError, match="append to session 'gone' failed: Error 111 connecting") as caught:
+            await store.append("gone", [msg("a")])
+        assert not isinstance(caught.value, OutcomeUnknown)
+        with pytest.raises(StoreError, match="read of session 'gone' failed"):
+            await store.entries("gone")
+        c = client(storetest_redis_url)
+        try:
+            store = RedisLogStore(c, prefix=storetest_redis_prefix)
+            session = f"corrupt-{secrets.token_hex(3)}"
+            await store.append(session, [msg("a")])
+            (log,) = session_keys(storetest_redis_prefix, session, "log")
+            await c.rpush(log, b"not json")
+            with pytest.raises(StoreError, match=f"read of session '{session}' failed: a stored entry is corrupt"):
+                await store.entries(session)
+        finally:
+            await c.aclose()
+
+    run(main)
+
+
+#: The socket timeouts of the stalled-connection test, and the bound the store documents.
+TIMEOUT = 0.3
+BOUND = 3 * (TIMEOUT + TIMEOUT)
+
+
+def test_calls_on_a_stalled_connection_end_within_the_socket_timeouts(
+    storetest_redis_url: str, storetest_redis_prefix: str
+) -> None:
+    """A proxy that stops forwarding (and resets nothing): on a connection already in
+    use and on new ones, every call fails within 3 x (connect + socket timeout)."""
+    parts = urlsplit(storetest_redis_url)
+    proxy = RespProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    url = parts._replace(netloc=f"127.0.0.1:{proxy.port}").geturl()
+    session = f"stall-{secrets.token_hex(3)}"
+
+    async def timed(call: Awaitable[Any]) -> tuple[float, BaseException | None]:
+        started = time.monotonic()
+        try:
+            # A backstop, so that a store that waits forever fails here rather than hangs.
+            await asyncio.wait_for(call, BOUND + 5)
+        except Exception as exc:
+            return time.monotonic() - started, exc
+        return time.monotonic() - started, None
+
+    async def main() -> list[tuple[str, float, BaseException | None]]:
+        c = client(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+        try:
+            store = RedisLogStore(c, prefix=storetest_redis_prefix)
+            await store.append(session, [msg("a")])  # the connection is open and in the pool
+            proxy.stall()
+            results = []
+            for name, call in [
+                ("append", lambda: store.append(session, [msg("b", "a")])),
+                ("create", lambda: store.create(session + "-new", [msg("a")])),
+                ("entries", lambda: store.entries(session)),
+            ]:
+                elapsed, exc = await timed(call())
+                results.append((name, elapsed, exc))
+            fresh = RedisLogStore(client(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT),
+                                  prefix=storetest_redis_prefix)
+            elapsed, exc = await timed(fresh.entries(session))
+            results.append(("entries on a new connection", elapsed, exc))
+            return results
+        finally:
+            proxy.stall(False)
+            proxy.close()
+            await c.aclose()
+
+    for name, elapsed, exc in run(main):
+        assert isinstance(exc, StoreError), f"{name}: {exc!r} after {elapsed:.2f} s"
+        assert elapsed < BOUND, f"{name} took {elapsed:.2f} s; the bound is {BOUND:.2f} s"
+        assert session in str(exc) and "Timeout" in str(exc), f"{name}: {exc}"
