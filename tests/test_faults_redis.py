@@ -1,0 +1,74 @@
+"""The fault suite on Redis: connections of the Redis stores cut by a RESP-aware proxy
+(:mod:`tests.faults.resp`) before a command, after a write was sent and before its
+reply, and in the middle of a reply, ``STORETEST_FAULT_CONNECTION_KILLS`` times per
+store (see ``test_faults_sqlite.py`` for what is asserted, and
+:mod:`tests.faults.logconn` for the log store's accounting). Each asserts too that
+``OutcomeUnknown`` is raised exactly by the calls whose write had been sent when their
+connection was cut, and that every failure was caused by a cut."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.faults import logconn
+from tests.faults.resp import RespProxy
+from tests.faults.settings import CONNECTION_KILLS, SEED, report
+
+aioredis = pytest.importorskip("redis.asyncio")
+
+from redis.asyncio.retry import Retry  # noqa: E402
+from redis.backoff import NoBackoff  # noqa: E402
+
+from reference_stores.redis_log import RedisLogStore  # noqa: E402
+
+
+def _client(url: str) -> Any:
+    return aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=5, socket_connect_timeout=5)
+
+
+def _proxied(url: str, proxy: RespProxy) -> str:
+    parts = urlsplit(url)
+    return parts._replace(netloc=f"127.0.0.1:{proxy.port}").geturl()
+
+
+def test_redis_log_connections_cut_at_random_points(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
+    """Appends and reads of two RedisLogStore handles, their connections cut before the
+    script or the read, after the script was sent, and in the middle of a reply."""
+    parts = urlsplit(storetest_redis_url)
+    proxy = RespProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    rng = random.Random(SEED)
+    sessions = [f"conn-{secrets.token_hex(3)}-{i}" for i in range(2)]
+
+    async def main() -> dict[str, Any]:
+        clients = [_client(_proxied(storetest_redis_url, proxy)) for _ in range(2)]
+        direct = _client(storetest_redis_url)
+        stores = [RedisLogStore(c, prefix=storetest_redis_prefix) for c in clients]
+        run = logconn.LogRun(checker=None)
+        tasks = [asyncio.ensure_future(w()) for w in logconn.workers(run, stores, sessions, SEED)]
+        try:
+            await logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"LRANGE"])
+            run.stop.set()
+            await asyncio.gather(*tasks)
+            figures = logconn.cut_figures(run, proxy)
+            checker = RedisLogStore(direct, prefix=storetest_redis_prefix)
+            figures.update(await logconn.final_figures(run, checker, sessions))
+            # The handles work again after all those cuts.
+            for i, store in enumerate(stores):
+                await store.append(sessions[0], logconn.batch(f"end{i}", 1, 2))
+            return figures
+        finally:
+            run.stop.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for c in [*clients, direct]:
+                await c.aclose()
+            proxy.close()
+
+    report("connection cuts redis log", asyncio.run(main()))
