@@ -55,7 +55,7 @@ def test_redis_log_connections_cut_at_random_points(storetest_redis_url: str, st
             await logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"LRANGE"])
             run.stop.set()
             await asyncio.gather(*tasks)
-            figures = logconn.cut_figures(run, proxy)
+            figures = logconn.cut_figures(run, proxy, lambda name, _: name == b"EVALSHA")
             checker = RedisLogStore(direct, prefix=storetest_redis_prefix)
             figures.update(await logconn.final_figures(run, checker, sessions))
             # The handles work again after all those cuts.

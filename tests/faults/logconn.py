@@ -12,9 +12,9 @@ direct connection reads every session: 0 acknowledged batches missing, 0 in part
 failed batches present, 0 ids twice, 0 unknown ids, each writer's batches in order.
 
 Cuts are counted against errors: every call a cut hits fails, so failures = cuts, and
-``OutcomeUnknown`` is raised exactly by the calls whose write command (``EVALSHA``,
-``EXEC``...) had been sent when their connection was cut, whether the server ran it
-(``after``, ``mid``) or never saw it (``before``).
+``OutcomeUnknown`` is raised exactly by the calls whose write command (a script that
+writes, ``RPUSH``...) had been sent when their connection was cut, whether the server
+ran it (``after``, ``mid``) or never saw it (``before``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -30,7 +31,7 @@ from typing import Any
 from storetest.contract import Message, OutcomeUnknown
 from storetest.entries import Entry
 from tests.faults.connkill import Run
-from tests.faults.resp import MODES, WRITES, RespProxy
+from tests.faults.resp import MODES, RespProxy
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -148,12 +149,14 @@ async def cut_at_random(proxy: RespProxy, rng: random.Random, cuts: int, command
         proxy.disarm()
 
 
-def cut_figures(run: Run, proxy: RespProxy) -> dict[str, Any]:
-    """How the cuts compare with the errors they caused."""
-    writes = sum(1 for _, name in proxy.cuts if name in WRITES)
+def cut_figures(run: Run, proxy: RespProxy, writes_with: Callable[[bytes, bytes], bool]) -> dict[str, Any]:
+    """How the cuts compare with the errors they caused; ``writes_with(name, first
+    argument)`` says whether a command writes (``EVALSHA`` of a script that writes)."""
+    writes = sum(1 for _, name, arg in proxy.cuts if writes_with(name, arg))
     unknown = sum(n for kind, n in run.errors.items() if kind.startswith("OutcomeUnknown"))
     return {
-        "cuts": dict(Counter(f"{mode} {name.decode()}" for mode, name in proxy.cuts)),
+        "cuts": dict(Counter(f"{mode} {name.decode()}{' (writes)' * writes_with(name, arg)}"
+                             for mode, name, arg in proxy.cuts)),
         "sent writes cut": writes,
         "OutcomeUnknown raised": unknown,
         "OutcomeUnknown not where a sent write lost its reply": abs(unknown - writes),

@@ -12,7 +12,9 @@ set, on whichever connection sends it first:
 - ``mid``: the command is forwarded and the first half of the reply's bytes (at least
   one, never all) reach the client before both sides are closed.
 
-Each cut is recorded as ``(mode, command name)`` in :attr:`RespProxy.cuts`.
+Each cut is recorded as ``(mode, command name, first argument)`` in
+:attr:`RespProxy.cuts` (the first argument of ``EVALSHA`` is the script's SHA-1, which
+tells a script that writes from one that reads).
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from collections.abc import Iterable
 
 from tests.relay import Relay, close_all
 
-#: Commands that write once their reply is sent: a transaction's end, a script, a function.
-WRITES = frozenset({b"EXEC", b"EVALSHA", b"EVAL", b"FCALL"})
 #: What redis-py sends while opening a connection: never a cut's target, so every cut
 #: lands inside a store's call, not in the handshake of the next connection.
 HANDSHAKE = frozenset({b"CLIENT", b"HELLO", b"AUTH", b"SELECT", b"PING", b"READONLY"})
@@ -55,18 +55,24 @@ def message_end(buf: bytes, at: int = 0) -> int | None:
     return after  # a line: + - : _ , # (
 
 
-def command_name(command: bytes) -> bytes:
-    """The upper-cased name of a command sent as a RESP array of bulk strings."""
-    first = command.find(b"\r\n") + 2  # past "*<n>"
-    start = command.find(b"\r\n", first) + 2  # past "$<len>"
-    return command[start : command.find(b"\r\n", start)].upper()
+def command_head(command: bytes) -> tuple[bytes, bytes]:
+    """The upper-cased name and the first argument (``b""`` if none) of a command sent
+    as a RESP array of bulk strings."""
+    words: list[bytes] = []
+    at = command.find(b"\r\n") + 2  # past "*<n>"
+    while len(words) < 2 and at < len(command):
+        start = command.find(b"\r\n", at) + 2  # past "$<len>"
+        size = int(command[at + 1 : start - 2])
+        words.append(command[start : start + size])
+        at = start + size + 2
+    return words[0].upper(), words[1] if len(words) > 1 else b""
 
 
 class _Conn:
     """One client connection: the replies it still waits for, in order."""
 
     def __init__(self) -> None:
-        self.waiting: list[bytes] = []  # names of forwarded commands not answered yet
+        self.waiting: list[tuple[bytes, bytes]] = []  # forwarded commands not answered yet
         self.target: tuple[str, int] | None = None  # (mode, index in waiting) of a cut
         self.lock = threading.Lock()
 
@@ -78,8 +84,8 @@ class RespProxy(Relay):
         self._lock = threading.Lock()
         self._armed: tuple[str, frozenset[bytes]] | None = None
         self._stalled = threading.Event()
-        #: Every cut so far: (mode, name of the command it was aimed at).
-        self.cuts: list[tuple[str, bytes]] = []
+        #: Every cut so far: (mode, name of the command it was aimed at, its first argument).
+        self.cuts: list[tuple[str, bytes, bytes]] = []
         #: Set when the armed cut has happened.
         self.cut = threading.Event()
         super().__init__(host, port)
@@ -107,9 +113,9 @@ class RespProxy(Relay):
         threading.Thread(target=self._up, args=(client, server, conn), daemon=True).start()
         threading.Thread(target=self._down, args=(server, client, conn), daemon=True).start()
 
-    def _record(self, mode: str, name: bytes) -> None:
+    def _record(self, mode: str, head: tuple[bytes, bytes]) -> None:
         with self._lock:
-            self.cuts.append((mode, name))
+            self.cuts.append((mode, *head))
             self.cut.set()
 
     def _up(self, client: socket.socket, server: socket.socket, conn: _Conn) -> None:
@@ -121,18 +127,18 @@ class RespProxy(Relay):
                 buf += data
                 while (end := message_end(buf)) is not None:
                     command, buf = buf[:end], buf[end:]
-                    name = command_name(command)
+                    head = command_head(command)
                     with self._lock:
                         armed = self._armed
-                        hit = armed is not None and name in armed[1]
+                        hit = armed is not None and head[0] in armed[1]
                         if hit:
                             self._armed = None
                     with conn.lock:
                         if hit and armed is not None and armed[0] != "before":
                             conn.target = (armed[0], len(conn.waiting))
-                        conn.waiting.append(name)
+                        conn.waiting.append(head)
                     if hit and armed is not None and armed[0] == "before":
-                        self._record("before", name)
+                        self._record("before", head)
                         raise ConnectionAbortedError
                     server.sendall(command)
         except OSError:
@@ -149,14 +155,14 @@ class RespProxy(Relay):
                 while (end := message_end(buf)) is not None:
                     reply, buf = buf[:end], buf[end:]
                     with conn.lock:
-                        name = conn.waiting.pop(0) if conn.waiting else b"?"
+                        head = conn.waiting.pop(0) if conn.waiting else (b"?", b"")
                         target = conn.target
                         if target is not None:
                             conn.target = (target[0], target[1] - 1) if target[1] else None
                     if target is not None and target[1] == 0:
                         if target[0] == "mid":
                             client.sendall(reply[: max(1, len(reply) // 2)])
-                        self._record(target[0], name)
+                        self._record(target[0], head)
                         raise ConnectionAbortedError
                     client.sendall(reply)
         except OSError:
