@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import sys
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
@@ -25,7 +27,8 @@ from redis.asyncio.retry import Retry  # noqa: E402
 from redis.backoff import NoBackoff  # noqa: E402
 from redis.cluster import key_slot  # noqa: E402
 
-from reference_stores.redis_log import RedisLogStore, session_keys  # noqa: E402
+from reference_stores.redis import RedisStore, session_key  # noqa: E402
+from reference_stores.redis_log import RedisLogStore  # noqa: E402
 
 T = TypeVar("T")
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -45,36 +48,50 @@ def client(url: str, **settings: Any) -> Any:
                                            **settings})
 
 
-def test_clients_it_cannot_work_with_are_refused_naming_the_fix() -> None:
-    with pytest.raises(ValueError, match="decode_responses=False"):
-        RedisLogStore(aioredis.Redis(decode_responses=True, retry=NO_RETRY))
+STORES = pytest.mark.parametrize("store", [RedisStore, RedisLogStore], ids=["transcript", "log"])
+
+
+@STORES
+def test_clients_it_cannot_work_with_are_refused_naming_the_fix(store: type) -> None:
+    with pytest.raises(ValueError, match="without decode_responses"):
+        store(aioredis.Redis(decode_responses=True, retry=NO_RETRY))
     with pytest.raises(ValueError, match=r"does not retry commands .*NoBackoff\(\), 0\)"):
-        RedisLogStore(aioredis.Redis())  # redis-py retries 10 times by default
-    with pytest.raises(TypeError, match=r"redis\.asyncio\.Redis or RedisCluster"):
-        RedisLogStore("redis://127.0.0.1:6379")
-    with pytest.raises(ValueError, match="brace"):
-        RedisLogStore(aioredis.Redis(retry=NO_RETRY), prefix="app:{x}:")
+        store(aioredis.Redis())  # Redis() retries 10 times by default
+    with pytest.raises(ValueError, match="retries 1 times"):
+        store(aioredis.Redis.from_url("redis://127.0.0.1:1/0", retry_on_error=[ConnectionError]))
+    with pytest.raises(TypeError, match="not a URL"):
+        store("redis://127.0.0.1:6379")
+    with pytest.raises(ValueError, match="prefix must be a str without"):
+        store(aioredis.Redis(retry=NO_RETRY), prefix="app:{x}:")
 
 
-def test_a_client_that_may_wait_forever_is_warned_about() -> None:
+@STORES
+def test_a_client_that_may_wait_forever_is_warned_about(store: type) -> None:
     # Redis.from_url leaves both socket timeouts None, unlike Redis(): the common case.
-    with pytest.warns(RuntimeWarning, match="socket_timeout and socket_connect_timeout are None"):
-        RedisLogStore(aioredis.Redis.from_url("redis://127.0.0.1:1/0", retry=NO_RETRY))
+    with pytest.warns(RuntimeWarning, match=f"{store.__name__}: the client's socket_timeout and "
+                      "socket_connect_timeout are None"):
+        store(aioredis.Redis.from_url("redis://127.0.0.1:1/0", retry=NO_RETRY))
     with pytest.warns(RuntimeWarning, match="socket_connect_timeout is None"):
-        RedisLogStore(aioredis.Redis(retry=NO_RETRY, socket_connect_timeout=None))
-    import warnings
-
+        store(aioredis.Redis(retry=NO_RETRY, socket_connect_timeout=None))
+    with pytest.warns(RuntimeWarning, match="socket_timeout is None"):
+        store(aioredis.RedisCluster(host="127.0.0.1", port=1, retry=NO_RETRY, socket_timeout=None))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        RedisLogStore(aioredis.Redis(retry=NO_RETRY))  # 5 s each, redis-py's constructor default
+        store(aioredis.Redis(retry=NO_RETRY))  # 5 s each, redis-py's constructor default
+        store(aioredis.Redis.from_url("redis://127.0.0.1:1/0?socket_timeout=1&socket_connect_timeout=1"))
+        with pytest.raises(ValueError, match="does not retry"):
+            store(aioredis.RedisCluster(host="127.0.0.1", port=1))
+
+
+KINDS = ("e", "i", "v", "d", "m", "s")  # the log store's, then the transcript store's
 
 
 def test_keys_of_a_session_share_a_slot_and_no_two_sessions_share_a_key() -> None:
-    sessions = ["x", "x:log", "}x", "{a}", "{", "a}{b", "\x00", "é", "e\u0301"]
-    keys = {s: session_keys("p:", s, "log", "log-ids") for s in sessions}
-    for session, (log, ids) in keys.items():
-        assert key_slot(log) == key_slot(ids), session
-    every = [k for pair in keys.values() for k in pair]
+    sessions = ["x", "x:e", "x}:e", "}x", "{a}", "{", "}", "a}{b", "%7B", "%", "\x00", "é", "e\u0301"]
+    keys = {s: [session_key("p:", s, kind) for kind in KINDS] for s in sessions}
+    for session, of_session in keys.items():
+        assert len({key_slot(k) for k in of_session}) == 1, f"{session!r}: {of_session}"
+    every = [k for of_session in keys.values() for k in of_session]
     assert len(set(every)) == len(every)
 
 
@@ -94,7 +111,7 @@ def test_the_store_writes_two_keys_per_session_under_its_prefix(
         finally:
             await c.aclose()
 
-    assert run(main) == sorted(k for s in ("x", "x:log", "}x") for k in session_keys(prefix, s, "log", "log-ids"))
+    assert run(main) == sorted(session_key(prefix, s, kind) for s in ("x", "x:log", "}x") for kind in ("e", "i"))
 
 
 def test_values_at_the_edges_come_back_exactly(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
@@ -118,24 +135,36 @@ def test_values_at_the_edges_come_back_exactly(storetest_redis_url: str, storete
     assert run(main) == (edge, [])
 
 
+def test_a_write_whose_connection_never_opened_is_a_plain_store_error() -> None:
+    """Nothing listens: refused before anything is sent, so not OutcomeUnknown."""
+
+    async def main() -> list[BaseException]:
+        gone = client("redis://127.0.0.1:1/0")
+        log, store = RedisLogStore(gone), RedisStore(gone)
+        raised = []
+        for call in (lambda: log.append("gone", [msg("a")]), lambda: log.create("gone", [msg("a")]),
+                     lambda: store.save("gone", [Message.text("user", "x")]), lambda: store.add_steer("gone", "s"),
+                     lambda: store.take_steers("gone"), lambda: log.entries("gone")):
+            with pytest.raises(StoreError) as caught:
+                await call()
+            raised.append(caught.value)
+        return raised
+
+    for exc in run(main):
+        assert not isinstance(exc, OutcomeUnknown), exc
+        assert "session 'gone' failed: Error 111 connecting" in str(exc), exc
+
+
 def test_errors_name_the_operation_the_session_and_the_cause(
     storetest_redis_url: str, storetest_redis_prefix: str
 ) -> None:
     async def main() -> None:
-        gone = client("redis://127.0.0.1:1/0")  # nothing listens: refused before anything is sent
-        store = RedisLogStore(gone)
-        with pytest.raises(StoreError, match="append to session 'gone' failed: Error 111 connecting") as caught:
-            await store.append("gone", [msg("a")])
-        assert not isinstance(caught.value, OutcomeUnknown)
-        with pytest.raises(StoreError, match="read of session 'gone' failed"):
-            await store.entries("gone")
         c = client(storetest_redis_url)
         try:
             store = RedisLogStore(c, prefix=storetest_redis_prefix)
             session = f"corrupt-{secrets.token_hex(3)}"
             await store.append(session, [msg("a")])
-            (log,) = session_keys(storetest_redis_prefix, session, "log")
-            await c.rpush(log, b"not json")
+            await c.rpush(session_key(storetest_redis_prefix, session, "e"), b"not json")
             with pytest.raises(StoreError, match=f"read of session '{session}' failed: a stored entry is corrupt"):
                 await store.entries(session)
         finally:
@@ -149,11 +178,23 @@ TIMEOUT = 0.3
 BOUND = 3 * (TIMEOUT + TIMEOUT)
 
 
+def _calls(store: Any, session: str) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
+    if isinstance(store, RedisLogStore):
+        return [("append", lambda: store.append(session, [msg(secrets.token_hex(4))])),
+                ("create", lambda: store.create(f"{session}-{secrets.token_hex(4)}", [msg("a")])),
+                ("entries", lambda: store.entries(session))]
+    return [("save", lambda: store.save(session, [Message.text("user", "x")] * 3)),
+            ("messages", lambda: store.messages(session)),
+            ("add_steer", lambda: store.add_steer(session, "s")),
+            ("take_steers", lambda: store.take_steers(session))]
+
+
+@STORES
 def test_calls_on_a_stalled_connection_end_within_the_socket_timeouts(
-    storetest_redis_url: str, storetest_redis_prefix: str
+    store: type, storetest_redis_url: str, storetest_redis_prefix: str
 ) -> None:
     """A proxy that stops forwarding (and resets nothing): on a connection already in
-    use and on new ones, every call fails within 3 x (connect + socket timeout)."""
+    use and on a new one, every call fails within 3 x (connect + socket timeout)."""
     parts = urlsplit(storetest_redis_url)
     proxy = RespProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
     url = parts._replace(netloc=f"127.0.0.1:{proxy.port}").geturl()
@@ -169,30 +210,28 @@ def test_calls_on_a_stalled_connection_end_within_the_socket_timeouts(
         return time.monotonic() - started, None
 
     async def main() -> list[tuple[str, float, BaseException | None]]:
-        c = client(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+        clients = [client(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT) for _ in range(2)]
         try:
-            store = RedisLogStore(c, prefix=storetest_redis_prefix)
-            await store.append(session, [msg("a")])  # the connection is open and in the pool
+            stores = [store(c, prefix=storetest_redis_prefix) for c in clients]
+            for _, call in _calls(stores[0], session):
+                await call()  # the connection is open, each script loaded, and back in the pool
             proxy.stall()
             results = []
-            for name, call in [
-                ("append", lambda: store.append(session, [msg("b", "a")])),
-                ("create", lambda: store.create(session + "-new", [msg("a")])),
-                ("entries", lambda: store.entries(session)),
-            ]:
+            for name, call in _calls(stores[0], session):
                 elapsed, exc = await timed(call())
                 results.append((name, elapsed, exc))
-            fresh = RedisLogStore(client(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT),
-                                  prefix=storetest_redis_prefix)
-            elapsed, exc = await timed(fresh.entries(session))
-            results.append(("entries on a new connection", elapsed, exc))
-            return results
+            name, call = _calls(stores[1], session)[-1]  # a new connection, stalled from the start
+            elapsed, exc = await timed(call())
+            return [*results, (f"{name} on a new connection", elapsed, exc)]
         finally:
             proxy.stall(False)
             proxy.close()
-            await c.aclose()
+            for c in clients:
+                await c.aclose()
 
-    for name, elapsed, exc in run(main):
+    results = run(main)
+    sys.stdout.write(", ".join(f"{name} {elapsed:.2f} s" for name, elapsed, _ in results) + "\n")
+    for name, elapsed, exc in results:
         assert isinstance(exc, StoreError), f"{name}: {exc!r} after {elapsed:.2f} s"
         assert elapsed < BOUND, f"{name} took {elapsed:.2f} s; the bound is {BOUND:.2f} s"
         assert session in str(exc) and "Timeout" in str(exc), f"{name}: {exc}"
