@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.faults import logconn
+from tests.faults import connkill, logconn
 from tests.faults.resp import RespProxy
 from tests.faults.settings import CONNECTION_KILLS, SEED, report
 
@@ -25,6 +25,7 @@ aioredis = pytest.importorskip("redis.asyncio")
 from redis.asyncio.retry import Retry  # noqa: E402
 from redis.backoff import NoBackoff  # noqa: E402
 
+from reference_stores.redis import RedisStore, session_key  # noqa: E402
 from reference_stores.redis_log import RedisLogStore  # noqa: E402
 
 
@@ -55,7 +56,7 @@ def test_redis_log_connections_cut_at_random_points(storetest_redis_url: str, st
             await logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"LRANGE"])
             run.stop.set()
             await asyncio.gather(*tasks)
-            figures = logconn.cut_figures(run, proxy, lambda name, _: name == b"EVALSHA")
+            figures = logconn.cut_figures(run, proxy, lambda name, _: "write" if name == b"EVALSHA" else "read")
             checker = RedisLogStore(direct, prefix=storetest_redis_prefix)
             figures.update(await logconn.final_figures(run, checker, sessions))
             # The handles work again after all those cuts.
@@ -72,3 +73,70 @@ def test_redis_log_connections_cut_at_random_points(storetest_redis_url: str, st
             proxy.close()
 
     report("connection cuts redis log", asyncio.run(main()))
+
+
+def test_redis_connections_cut_at_random_points(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
+    """Saves, reads, adds and takes of two RedisStore handles, their connections cut
+    before a script or RPUSH, after it was sent, and in the middle of its reply. A take
+    whose reply is lost reads back what it took (its receipt): it returns, or raises
+    StoreError if it took nothing."""
+    parts = urlsplit(storetest_redis_url)
+    proxy = RespProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    rng = random.Random(SEED)
+    sessions = [f"conn-{secrets.token_hex(3)}-{i}" for i in range(2)]
+
+    async def main() -> dict[str, Any]:
+        clients = [_client(_proxied(storetest_redis_url, proxy)) for _ in range(2)]
+        direct = _client(storetest_redis_url)
+        stores = [RedisStore(c, prefix=storetest_redis_prefix) for c in clients]
+        store = stores[0]
+
+        def kind_of(name: bytes, arg: bytes) -> logconn.Kind:
+            if name == b"RPUSH" or arg == store._save.sha.encode():
+                return "write"
+            return "recovered" if arg == store._take.sha.encode() else "read"  # reads, a save's digest fetch
+
+        run = connkill.Run(checker=RedisStore(direct, prefix=storetest_redis_prefix, cache_sessions=0))
+        tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
+        try:
+            # Never the read-back of a take's receipt: a take whose reply and read-back
+            # are both lost loses its steers (the store's docstring says so).
+            await logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"RPUSH"],
+                                        spare=[store._claim.sha.encode()])
+            run.stop.set()
+            await asyncio.gather(*tasks)
+            await connkill.drain(run)
+            figures = logconn.cut_figures(run, proxy, kind_of)
+            return {**figures, **connkill.figures(run, {})}
+        finally:
+            run.stop.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for c in [*clients, direct]:
+                await c.aclose()
+            proxy.close()
+
+    report("connection cuts redis", asyncio.run(main()))
+
+
+def test_a_take_arriving_after_its_receipt_was_read_back_takes_nothing(
+    storetest_redis_url: str, storetest_redis_prefix: str
+) -> None:
+    """The read-back of a lost take's receipt marks it: the take, if it reaches the
+    server only then (a late packet), leaves the steers queued for the next take."""
+    session = f"late-{secrets.token_hex(3)}"
+
+    async def main() -> tuple[list[bytes], list[bytes], list[str]]:
+        client = _client(storetest_redis_url)
+        try:
+            store = RedisStore(client, prefix=storetest_redis_prefix)
+            await store.add_steer(session, "s1")
+            steers, receipt = (session_key(storetest_redis_prefix, session, k) for k in ("s", "rlate"))
+            claimed = await store._claim(keys=[receipt], args=[60])
+            late = await store._take(keys=[steers, receipt], args=[60])
+            return claimed, late, await store.take_steers(session)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == ([], [], ["s1"])

@@ -11,10 +11,11 @@ means nothing landed, and the batch must never appear. At the end a checker on a
 direct connection reads every session: 0 acknowledged batches missing, 0 in part, 0
 failed batches present, 0 ids twice, 0 unknown ids, each writer's batches in order.
 
-Cuts are counted against errors: every call a cut hits fails, so failures = cuts, and
-``OutcomeUnknown`` is raised exactly by the calls whose write command (a script that
-writes, ``RPUSH``...) had been sent when their connection was cut, whether the server
-ran it (``after``, ``mid``) or never saw it (``before``).
+Cuts are counted against errors (:func:`cut_figures`): every call a cut hits fails
+(but a take, which reads back what it took), and ``OutcomeUnknown`` is raised exactly
+by the calls whose write command (a script that writes, ``RPUSH``...) had been sent
+when their connection was cut, whether the server ran it (``after``, ``mid``) or never
+saw it (``before``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from storetest.contract import Message, OutcomeUnknown
 from storetest.entries import Entry
@@ -137,11 +138,14 @@ def workers(run: LogRun, stores: list[Any], sessions: list[str], seed: int) -> l
     return made
 
 
-async def cut_at_random(proxy: RespProxy, rng: random.Random, cuts: int, commands: list[bytes]) -> None:
-    """Arm ``cuts`` cuts one after another, each at a random mode and command."""
+async def cut_at_random(
+    proxy: RespProxy, rng: random.Random, cuts: int, commands: list[bytes], spare: Iterable[bytes] = ()
+) -> None:
+    """Arm ``cuts`` cuts one after another, each at a random mode and command (never one
+    whose first argument is in ``spare``)."""
     while len(proxy.cuts) < cuts:
         await asyncio.sleep(rng.uniform(0.0, 0.01))
-        proxy.arm(rng.choice(MODES), [rng.choice(commands)])
+        proxy.arm(rng.choice(MODES), [rng.choice(commands)], spare)
         for _ in range(500):  # until a call sends that command (2 s at most)
             if proxy.cut.is_set():
                 break
@@ -149,18 +153,26 @@ async def cut_at_random(proxy: RespProxy, rng: random.Random, cuts: int, command
         proxy.disarm()
 
 
-def cut_figures(run: Run, proxy: RespProxy, writes_with: Callable[[bytes, bytes], bool]) -> dict[str, Any]:
-    """How the cuts compare with the errors they caused; ``writes_with(name, first
-    argument)`` says whether a command writes (``EVALSHA`` of a script that writes)."""
-    writes = sum(1 for _, name, arg in proxy.cuts if writes_with(name, arg))
+#: What a cut command is to the accounting: a write (its call raises OutcomeUnknown), a
+#: read (its call raises StoreError), or a write whose outcome the store reads back
+#: (its call returns, or raises StoreError when nothing was written).
+Kind = Literal["write", "read", "recovered"]
+
+
+def cut_figures(run: Run, proxy: RespProxy, kind_of: Callable[[bytes, bytes], Kind]) -> dict[str, Any]:
+    """How the cuts compare with the errors they caused; ``kind_of(name, first
+    argument)`` says what a command is (``EVALSHA``'s first argument names the script)."""
+    kinds = Counter(kind_of(name, arg) for _, name, arg in proxy.cuts)
     unknown = sum(n for kind, n in run.errors.items() if kind.startswith("OutcomeUnknown"))
+    errors = sum(run.errors.values())
     return {
-        "cuts": dict(Counter(f"{mode} {name.decode()}{' (writes)' * writes_with(name, arg)}"
-                             for mode, name, arg in proxy.cuts)),
-        "sent writes cut": writes,
+        "cuts": dict(Counter(f"{mode} {name.decode()} ({kind_of(name, arg)})" for mode, name, arg in proxy.cuts)),
+        "sent writes cut": kinds["write"],
         "OutcomeUnknown raised": unknown,
-        "OutcomeUnknown not where a sent write lost its reply": abs(unknown - writes),
-        "failures not explained by a cut": abs(sum(run.errors.values()) - len(proxy.cuts)),
+        "OutcomeUnknown not where a sent write lost its reply": abs(unknown - kinds["write"]),
+        # Every cut fails its call, except a recovered write's, which may return.
+        "failures not explained by a cut": max(0, errors - len(proxy.cuts))
+        + max(0, kinds["write"] + kinds["read"] - errors),
     }
 
 

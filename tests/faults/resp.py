@@ -82,7 +82,7 @@ class RespProxy(Relay):
 
     def __init__(self, host: str, port: int) -> None:
         self._lock = threading.Lock()
-        self._armed: tuple[str, frozenset[bytes]] | None = None
+        self._armed: tuple[str, frozenset[bytes], frozenset[bytes]] | None = None
         self._stalled = threading.Event()
         #: Every cut so far: (mode, name of the command it was aimed at, its first argument).
         self.cuts: list[tuple[str, bytes, bytes]] = []
@@ -90,12 +90,13 @@ class RespProxy(Relay):
         self.cut = threading.Event()
         super().__init__(host, port)
 
-    def arm(self, mode: str, commands: Iterable[bytes]) -> None:
-        """Cut (``before``, ``after`` or ``mid``) at the next command named in ``commands``."""
+    def arm(self, mode: str, commands: Iterable[bytes], spare: Iterable[bytes] = ()) -> None:
+        """Cut (``before``, ``after`` or ``mid``) at the next command named in ``commands``
+        whose first argument is not in ``spare``."""
         assert mode in MODES, mode
         with self._lock:
             self.cut.clear()
-            self._armed = (mode, frozenset(c.upper() for c in commands) - HANDSHAKE)
+            self._armed = (mode, frozenset(c.upper() for c in commands) - HANDSHAKE, frozenset(spare))
 
     def disarm(self) -> None:
         with self._lock:
@@ -130,7 +131,7 @@ class RespProxy(Relay):
                     head = command_head(command)
                     with self._lock:
                         armed = self._armed
-                        hit = armed is not None and head[0] in armed[1]
+                        hit = armed is not None and head[0] in armed[1] and head[1] not in armed[2]
                         if hit:
                             self._armed = None
                     with conn.lock:
