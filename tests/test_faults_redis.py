@@ -58,7 +58,7 @@ def test_redis_log_connections_cut_at_random_points(storetest_redis_url: str, st
             await asyncio.gather(*tasks)
             figures = logconn.cut_figures(run, proxy, lambda name, _: "write" if name == b"EVALSHA" else "read")
             checker = RedisLogStore(direct, prefix=storetest_redis_prefix)
-            figures.update(await logconn.final_figures(run, checker, sessions))
+            figures.update(await logconn.final_figures(run, checker))
             # The handles work again after all those cuts.
             for i, store in enumerate(stores):
                 await store.append(sessions[0], logconn.batch(f"end{i}", 1, 2))
