@@ -94,7 +94,7 @@ async def _redis(directory: Path) -> AsyncIterator[Any]:
     from reference_stores.redis import RedisStore
 
     with databases.throwaway("redis") as (url, prefix):
-        one, two = Redis.from_url(url), Redis.from_url(url)
+        one, two = (Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10) for _ in range(2))
         try:
             yield RedisStore(one, prefix=prefix), RedisStore(two, prefix=prefix)
         finally:
