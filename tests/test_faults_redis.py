@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,39 +40,56 @@ def _proxied(url: str, proxy: RespProxy) -> str:
     return parts._replace(netloc=f"127.0.0.1:{proxy.port}").geturl()
 
 
+@asynccontextmanager
+async def _through_proxy(url: str, make: Callable[[Any], Any]) -> AsyncIterator[tuple[RespProxy, list[Any], Any]]:
+    """A proxy to the server, two stores through it, and a client straight to the server."""
+    parts = urlsplit(url)
+    proxy = RespProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    clients = [_client(_proxied(url, proxy)) for _ in range(2)]
+    direct = _client(url)
+    try:
+        yield proxy, [make(c) for c in clients], direct
+    finally:
+        for c in [*clients, direct]:
+            await c.aclose()
+        proxy.close()
+
+
+async def _work_while(
+    run: connkill.Run, workers: list[Callable[[], Awaitable[None]]], cutting: Awaitable[None]
+) -> None:
+    """Run the workers until ``cutting`` is done, then stop them (and let them finish)."""
+    tasks = [asyncio.ensure_future(w()) for w in workers]
+    try:
+        await cutting
+        run.stop.set()
+        await asyncio.gather(*tasks)
+    finally:
+        run.stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def test_redis_log_connections_cut_at_random_points(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
     """Appends and reads of two RedisLogStore handles, their connections cut before the
     script or the read, after the script was sent, and in the middle of a reply."""
-    parts = urlsplit(storetest_redis_url)
-    proxy = RespProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
     rng = random.Random(SEED)
     sessions = [f"conn-{secrets.token_hex(3)}-{i}" for i in range(2)]
 
     async def main() -> dict[str, Any]:
-        clients = [_client(_proxied(storetest_redis_url, proxy)) for _ in range(2)]
-        direct = _client(storetest_redis_url)
-        stores = [RedisLogStore(c, prefix=storetest_redis_prefix) for c in clients]
-        run = logconn.LogRun(checker=None)
-        tasks = [asyncio.ensure_future(w()) for w in logconn.workers(run, stores, sessions, SEED)]
-        try:
-            await logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"LRANGE"])
-            run.stop.set()
-            await asyncio.gather(*tasks)
+        async with _through_proxy(storetest_redis_url, lambda c: RedisLogStore(c, prefix=storetest_redis_prefix)) as (
+            proxy, stores, direct
+        ):
+            run = logconn.LogRun(checker=None)
+            cutting = logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"LRANGE"])
+            await _work_while(run, logconn.workers(run, stores, sessions, SEED), cutting)
             figures = logconn.cut_figures(run, proxy, lambda name, _: "write" if name == b"EVALSHA" else "read")
-            checker = RedisLogStore(direct, prefix=storetest_redis_prefix)
-            figures.update(await logconn.final_figures(run, checker))
+            figures.update(await logconn.final_figures(run, RedisLogStore(direct, prefix=storetest_redis_prefix)))
             # The handles work again after all those cuts.
             for i, store in enumerate(stores):
                 await store.append(sessions[0], logconn.batch(f"end{i}", 1, 2))
             return figures
-        finally:
-            run.stop.set()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            for c in [*clients, direct]:
-                await c.aclose()
-            proxy.close()
 
     report("connection cuts redis log", asyncio.run(main()))
 
@@ -80,42 +99,32 @@ def test_redis_connections_cut_at_random_points(storetest_redis_url: str, storet
     before a script or RPUSH, after it was sent, and in the middle of its reply. A take
     whose reply is lost reads back what it took (its receipt): it returns, or raises
     StoreError if it took nothing."""
-    parts = urlsplit(storetest_redis_url)
-    proxy = RespProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
     rng = random.Random(SEED)
     sessions = [f"conn-{secrets.token_hex(3)}-{i}" for i in range(2)]
 
     async def main() -> dict[str, Any]:
-        clients = [_client(_proxied(storetest_redis_url, proxy)) for _ in range(2)]
-        direct = _client(storetest_redis_url)
-        stores = [RedisStore(c, prefix=storetest_redis_prefix) for c in clients]
-        store = stores[0]
+        async with _through_proxy(storetest_redis_url, lambda c: RedisStore(c, prefix=storetest_redis_prefix)) as (
+            proxy, stores, direct
+        ):
+            store = stores[0]
 
-        def kind_of(name: bytes, arg: bytes) -> logconn.Kind:
-            if name == b"RPUSH" or arg == store._save.sha.encode():
-                return "write"
-            return "recovered" if arg == store._take.sha.encode() else "read"  # reads, a save's digest fetch
+            def kind_of(name: bytes, arg: bytes) -> logconn.Kind:
+                if name == b"RPUSH" or arg == store._save.sha.encode():
+                    return "write"
+                return "recovered" if arg == store._take.sha.encode() else "read"  # reads, a save's digest fetch
 
-        run = connkill.Run(checker=RedisStore(direct, prefix=storetest_redis_prefix, cache_sessions=0))
-        tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
-        try:
+            run = connkill.Run(checker=RedisStore(direct, prefix=storetest_redis_prefix, cache_sessions=0))
             # Never the read-back of a take's receipt: a take whose reply and read-back
             # are both lost loses its steers (the store's docstring says so).
-            await logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"RPUSH"],
-                                        spare=[store._claim.sha.encode()])
-            run.stop.set()
-            await asyncio.gather(*tasks)
+            cutting = logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"RPUSH"],
+                                            spare=[store._claim.sha.encode()])
+            await _work_while(run, connkill.workers(run, stores, sessions), cutting)
             await connkill.drain(run)
             figures = logconn.cut_figures(run, proxy, kind_of)
+            # The handles work again after all those cuts.
+            for handle in stores:
+                await handle.save(sessions[0], [])
             return {**figures, **connkill.figures(run, {})}
-        finally:
-            run.stop.set()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            for c in [*clients, direct]:
-                await c.aclose()
-            proxy.close()
 
     report("connection cuts redis", asyncio.run(main()))
 

@@ -11,7 +11,7 @@ import sys
 import time
 import warnings
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -20,6 +20,7 @@ import pytest
 from storetest.contract import Message, OutcomeUnknown, StoreError
 from storetest.entries import Entry
 from tests.faults.resp import RespProxy
+from tests.test_log_stores import EDGE_ENTRIES
 
 aioredis = pytest.importorskip("redis.asyncio")
 
@@ -115,12 +116,7 @@ def test_the_store_writes_two_keys_per_session_under_its_prefix(
 
 
 def test_values_at_the_edges_come_back_exactly(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
-    edge = [
-        Entry.custom("\x00", None, datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))), "k\x00", "1e400"),
-        Entry.custom("é", "\x00", datetime(9999, 12, 31, 23, 59, 59, 999999, timezone(timedelta(hours=-12))),
-                     "k", '{"z":1, "a":[1, 2],"z":3}'),
-        Entry.compaction("c", "é", T0, "sum\x00mary", "\x00"),
-    ]
+    edge = list(EDGE_ENTRIES)
 
     async def main() -> tuple[list[Entry], list[Entry]]:
         c = client(storetest_redis_url)
