@@ -26,11 +26,12 @@ How it keeps the log contract on Redis:
 
 Client settings are the transcript store's (:class:`reference_stores.redis.RedisStore`):
 replies must be bytes (``decode_responses`` off), and the client must not retry a
-command on a lost connection (redis-py retries by default): a retried script whose
-first run landed would refuse its own batch as a duplicate. A connection lost after the script was sent raises
+command on a lost connection (``Redis()`` and ``RedisCluster`` do by default): a
+retried script whose first run landed would refuse its own batch as a duplicate. A
+connection lost after the script was sent raises
 :class:`~storetest.contract.OutcomeUnknown`; an append that raised it and is retried
 either lands or raises ``ValueError`` because its ids are already there, which says
-the first one landed.
+the first one landed (``tests/test_faults_redis.py`` retries every such append).
 
 Bounded calls and durability: as the transcript store's (its module docstring).
 """

@@ -171,7 +171,7 @@ def test_errors_name_the_operation_the_session_and_the_cause(
 
 #: The socket timeouts of the stalled-connection test, and the bound the store documents.
 TIMEOUT = 0.3
-BOUND = 3 * (TIMEOUT + TIMEOUT)
+BOUND = 2 * (TIMEOUT + TIMEOUT)
 
 
 def _calls(store: Any, session: str) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
@@ -190,7 +190,7 @@ def test_calls_on_a_stalled_connection_end_within_the_socket_timeouts(
     store: type, storetest_redis_url: str, storetest_redis_prefix: str
 ) -> None:
     """A proxy that stops forwarding (and resets nothing): on a connection already in
-    use and on a new one, every call fails within 3 x (connect + socket timeout)."""
+    use and on a new one, every call fails within 2 x (connect + socket timeout)."""
     parts = urlsplit(storetest_redis_url)
     proxy = RespProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
     url = parts._replace(netloc=f"127.0.0.1:{proxy.port}").geturl()
