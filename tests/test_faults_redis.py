@@ -96,7 +96,8 @@ def test_redis_log_connections_cut_at_random_points(storetest_redis_url: str, st
 
 def test_redis_connections_cut_at_random_points(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
     """Saves, reads, adds and takes of two RedisStore handles, their connections cut
-    before a script or RPUSH, after it was sent, and in the middle of its reply. A take
+    before a script, RPUSH or a read's EXEC, after it was sent, and in the middle of its
+    reply. A take
     whose reply is lost reads back what it took (its receipt): it returns, or raises
     StoreError if it took nothing."""
     rng = random.Random(SEED)
@@ -111,12 +112,13 @@ def test_redis_connections_cut_at_random_points(storetest_redis_url: str, storet
             def kind_of(name: bytes, arg: bytes) -> logconn.Kind:
                 if name == b"RPUSH" or arg == store._save.sha.encode():
                     return "write"
-                return "recovered" if arg == store._take.sha.encode() else "read"  # reads, a save's digest fetch
+                # A take reads back what it took; the rest read (a read is a MULTI/EXEC).
+                return "recovered" if arg == store._take.sha.encode() else "read"
 
             run = connkill.Run(checker=RedisStore(direct, prefix=storetest_redis_prefix, cache_sessions=0))
             # Never the read-back of a take's receipt: a take whose reply and read-back
             # are both lost loses its steers (the store's docstring says so).
-            cutting = logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"RPUSH"],
+            cutting = logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"RPUSH", b"EXEC"],
                                             spare=[store._claim.sha.encode()])
             await _work_while(run, connkill.workers(run, stores, sessions), cutting)
             await connkill.drain(run)
