@@ -21,9 +21,7 @@ from reference_stores.redis import RedisStore  # noqa: E402
 
 
 async def _store(storetest_redis_cluster_url: str, storetest_redis_prefix: str) -> AsyncIterator[RedisStore]:
-    client = RedisCluster.from_url(
-        storetest_redis_cluster_url, socket_timeout=10, socket_connect_timeout=10
-    )
+    client = RedisCluster.from_url(storetest_redis_cluster_url)
     try:
         yield RedisStore(client, prefix=storetest_redis_prefix)
     finally:
