@@ -1,6 +1,6 @@
 """What an append costs as the log grows: one entry appended to a 10,000-entry log
-against one appended to a 10-entry log, on the JSONL and SQLite log stores, measured
-side by side in one run (the two appends alternate, so machine noise hits both).
+against one appended to a 10-entry log, on the JSONL, SQLite and Redis log stores,
+measured side by side in one run (the two appends alternate, so machine noise hits both).
 
     PYTHONPATH=. python benchmarks/log_append.py
     PYTHONPATH=. python benchmarks/log_append.py --repeats 400 --long 10000
@@ -15,10 +15,12 @@ looks like to this benchmark.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -72,13 +74,65 @@ def measure(open_store: Callable[[], Any], fresh: Callable[[Any], Any], short: i
     return statistics.median(times["short"]), statistics.median(times["long"])
 
 
+class _Blocking:
+    """An async log store driven from plain calls, one event loop for all of them."""
+
+    def __init__(self, runner: asyncio.Runner, store: Any, client: Any) -> None:
+        self._runner, self._store, self._client = runner, store, client
+
+    def append(self, session: str, entries: list[Entry]) -> None:
+        self._runner.run(self._store.append(session, entries))
+
+    def entries(self, session: str) -> list[Entry]:
+        return self._runner.run(self._store.entries(session))
+
+    def close(self) -> None:
+        self._runner.run(self._client.aclose())
+
+
+@contextmanager
+def _redis() -> Iterator[Callable[[], Any] | str]:
+    """Opens RedisLogStores on a throwaway server, or says why there is none."""
+    from storetest import databases
+
+    try:
+        import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        from reference_stores.redis_log import RedisLogStore
+    except ImportError as exc:
+        yield f"redis-py is not installed ({exc})"
+        return
+    with ExitStack() as stack:
+        try:
+            url, prefix = stack.enter_context(databases.throwaway("redis"))
+        except databases.Unavailable as exc:
+            yield str(exc)
+            return
+        runner = stack.enter_context(asyncio.Runner())
+
+        def open_store() -> Any:
+            client = runner.run(_connect(aioredis.Redis.from_url(
+                url, retry=Retry(NoBackoff(), 0), socket_timeout=5, socket_connect_timeout=5)))
+            return _Blocking(runner, RedisLogStore(client, prefix=prefix), client)
+
+        yield open_store
+
+
+async def _connect(client: Any) -> Any:
+    # Made on the runner's loop, where it will be used; the first round trip opens it.
+    await client.ping()
+    return client
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--short", type=int, default=10)
     parser.add_argument("--long", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=200)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _redis() as redis_store:
         root = Path(tmp)
 
         def same(store: Any) -> Any:
@@ -94,6 +148,10 @@ def main() -> None:
              lambda: JsonlLogStore(root / "j3", fsync=False),
              lambda store: JsonlLogStore(store.directory, fsync=False), control),
         ]
+        if isinstance(redis_store, str):
+            print(f"(redis skipped: {redis_store})")
+        else:
+            rows.insert(4, ("redis, persistence off (a throwaway server)", redis_store, same, args.repeats))
         print(f"| store | append to {args.short} entries (ms) | append to {args.long:,} entries (ms) | ratio |")
         print("|---|---|---|---|")
         for name, open_store, fresh, repeats in rows:

@@ -737,7 +737,8 @@ async def run_redis(url: str, repeats: int) -> tuple[dict[str, str], dict[str, d
     from redis.asyncio import Redis
 
     n = TURNS + repeats + 2
-    ours, theirs = Redis.from_url(url), Redis.from_url(url)
+    # Equal clients; socket timeouts set, as the store asks.
+    ours, theirs = (Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10) for _ in range(2))
     try:
         settings = {k: _text((await ours.config_get(k))[k]) for k in REDIS_DURABILITY}
         if settings != REDIS_DURABILITY:

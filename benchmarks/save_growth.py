@@ -112,7 +112,7 @@ async def _redis(directory: Path) -> AsyncIterator[Any]:
     from reference_stores.redis import RedisStore
 
     with databases.throwaway("redis") as (url, prefix):
-        one, two = Redis.from_url(url), Redis.from_url(url)
+        one, two = (Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10) for _ in range(2))
         try:
             settings = {key: (await one.config_get(key))[key] for key in ("appendonly", "appendfsync")}
             shown = ", ".join(f"{k}={v.decode() if isinstance(v, bytes) else v}" for k, v in settings.items())

@@ -40,10 +40,48 @@ version and digests, and the handle plans again, comparing digests only (no mess
 decoded). A save is one round trip (two when the prefix changed behind the handle's
 back), and so is a take (one script) and a read (``GET``, ``GET``, ``LRANGE`` in one
 ``MULTI``/``EXEC``).
+
+Lost replies: the client must not retry commands (``Redis()`` and ``RedisCluster``
+retry 10 times by default, ``Redis.from_url`` never; the store refuses a ``Redis``
+that does, naming the setting, and warns about a ``RedisCluster`` that does, since
+without retries redis-py's cluster client lost connections under the suite's
+concurrent-sessions clause): a retried ``RPUSH`` whose reply was lost queues the steer
+twice, and a retried take hands out nothing while what the first one took is gone. A
+write whose connection is lost once it was sent raises
+:class:`~storetest.contract.OutcomeUnknown`; one whose connection never opened raises
+:class:`~storetest.contract.StoreError`, having sent nothing. A take's steers become
+its *receipt* (a key of the session, kept :data:`RECEIPT_SECONDS`), so when the reply
+is lost the store reads them back on a new connection and returns them; if the take
+took nothing, or never ran (the read-back marks the receipt, so a take still on its
+way does nothing), it raises ``StoreError``; only if the read-back fails too does it
+raise ``OutcomeUnknown``, and then those steers are lost to every caller.
+
+Bounded calls: redis-py waits ``socket_timeout`` seconds for each reply and
+``socket_connect_timeout`` for a new connection, and the store retries nothing, so on a
+connection that stalls (no reply, no reset) a call ends at its first command left
+unanswered; a take then tries once to read back its receipt, on a new connection. Every
+call on a stalled connection thus ends within 2 x (``socket_connect_timeout`` +
+``socket_timeout``). Both stores warn at construction when either is ``None`` (wait
+forever), which is what ``Redis.from_url`` leaves them unless the URL or the call sets
+them. ``tests/test_redis_log_store.py`` stalls a connection in use and a new one (a
+proxy that forwards nothing and resets nothing) and times every call of both stores.
+
+Durability is the server's setting, not the store's: an acknowledged write is in the
+server's memory. With ``appendonly yes`` and ``appendfsync always`` it is in the AOF,
+fsynced, before the reply; with ``everysec`` (Redis's default once AOF is on) it is
+written to the AOF before the reply and fsynced within about a second, so a power cut
+or OS crash may lose about the last second, while a crash of the server alone loses
+nothing; with persistence off (or RDB snapshots only) a crash of the server loses
+everything since the last snapshot. ``tests/test_crash_redis.py`` SIGKILLs the server
+under ``always``, ``everysec`` and no persistence and counts what survived. Nothing is
+promised about replicas (``WAIT``, failover): no test here shows what they keep.
 """
 
 from __future__ import annotations
 
+import logging
+import secrets
+import warnings
 from collections.abc import Sequence
 from typing import Any, Final, NoReturn
 
@@ -61,7 +99,9 @@ from storetest.contract import (
     check_steer_text,
 )
 
-__all__ = ["DEFAULT_PREFIX", "RedisStore", "session_key"]
+__all__ = ["DEFAULT_PREFIX", "RECEIPT_SECONDS", "RedisStore", "session_key"]
+
+_log = logging.getLogger(__name__)
 
 #: Where the store's keys go unless told otherwise.
 DEFAULT_PREFIX: Final = "storetest:"
@@ -106,12 +146,33 @@ if changed then
 end
 return {1, v}
 """
-# KEYS: steers.
+# KEYS: steers, this take's receipt. ARGV: how long a receipt is kept (seconds). The
+# steers become the receipt (RENAME is O(1)); a receipt already there was claimed by
+# a store that lost this take's connection, and the take does nothing.
 _TAKE: Final = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return {} end
 local taken = redis.call('LRANGE', KEYS[1], 0, -1)
-if #taken > 0 then redis.call('DEL', KEYS[1]) end
+if #taken > 0 then
+  redis.call('RENAME', KEYS[1], KEYS[2])
+  redis.call('EXPIRE', KEYS[2], ARGV[1])
+end
 return taken
 """
+# KEYS: a take's receipt. ARGV: as _TAKE's. What the take took (deleting the receipt),
+# or, if it took nothing or never ran, nothing, leaving a mark that stops it running.
+_CLAIM: Final = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SET', KEYS[1], 'claimed', 'EX', ARGV[1])
+  return {}
+end
+if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return {} end
+local taken = redis.call('LRANGE', KEYS[1], 0, -1)
+redis.call('DEL', KEYS[1])
+return taken
+"""
+#: How long the steers of a take stay under its receipt, for the store to read them
+#: back when the take's reply is lost.
+RECEIPT_SECONDS: Final = 60
 
 # The replies to a command that may have run are lost with these.
 _LOST: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError, TimeoutError)
@@ -181,15 +242,13 @@ class RedisStore:
         self, client: Any, *, prefix: str = DEFAULT_PREFIX, cache_sessions: int = DEFAULT_CACHE_SESSIONS
     ) -> None:
         _check_client(client)
-        if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
-            raise ValueError(
-                f"prefix must be a str without '{{' or '}}' (the hash tag must be the session id), not {prefix!r}"
-            )
+        _check_prefix(prefix)
         self._remembered = Remembered(cache_sessions)
         self._client = client
         self._prefix = prefix
         self._save = client.register_script(_SAVE)
         self._take = client.register_script(_TAKE)
+        self._claim = client.register_script(_CLAIM)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._client!r}, prefix={self._prefix!r})"
@@ -280,20 +339,38 @@ class RedisStore:
     async def take_steers(self, session: str) -> list[str]:
         """Remove and return every queued steer, oldest first; ``[]`` when none."""
         session = check_session_id(session)
-        keys = self._keys(session, "s")
+        keys = self._keys(session, "s", f"r{secrets.token_hex(8)}")
         try:
-            taken = await self._take(keys=keys)
+            taken = await self._take(keys=keys, args=[RECEIPT_SECONDS])
         except _LOST as exc:
-            _outcome_unknown("take_steers from", session, exc)
+            taken = await self._claimed("take_steers from", session, keys[1], exc)
         except _BACKEND_ERRORS as exc:
             _fail("take_steers from", session, exc)
         return [bytes(t).decode("utf-8") for t in taken]
 
+    async def _claimed(self, operation: str, session: str, receipt: bytes, lost: BaseException) -> list[bytes]:
+        """What a take whose reply was lost took, read back from its receipt on a new
+        connection; a take that took nothing (or never ran, and now never will) raises
+        StoreError, and one whose receipt cannot be read OutcomeUnknown."""
+        if _before_sending(lost):
+            _fail(operation, session, lost)
+        try:
+            taken: list[bytes] = await self._claim(keys=[receipt], args=[RECEIPT_SECONDS])
+        except _BACKEND_ERRORS:
+            _outcome_unknown(operation, session, lost)
+        if not taken:
+            _fail(operation, session, lost)
+        _log.info("%s session %r: the reply was lost (%s); %d steers read back from the take's receipt",
+                  operation, session, _describe(lost), len(taken))
+        return taken
 
-def _check_client(client: object) -> None:
+
+def _check_client(client: object, store: str = "RedisStore") -> None:
+    """Refuse a client the Redis stores cannot work with, naming the fix; warn when a
+    call on it could wait forever (see the module docstring, "Bounded calls")."""
     if isinstance(client, (str, bytes)):
         raise TypeError(
-            "RedisStore takes the application's redis.asyncio client, not a URL: "
+            f"{store} takes the application's redis.asyncio client, not a URL: "
             "pass redis.asyncio.Redis.from_url(url) (or redis.asyncio.RedisCluster.from_url(url))"
         )
     if not isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster)):
@@ -303,7 +380,7 @@ def _check_client(client: object) -> None:
             else ""
         )
         raise TypeError(
-            f"RedisStore needs a redis.asyncio.Redis or redis.asyncio.RedisCluster, not "
+            f"{store} needs a redis.asyncio.Redis or redis.asyncio.RedisCluster, not "
             f"{type(client).__module__}.{type(client).__qualname__}{hint}"
         )
     if client.get_encoder().decode_responses:
@@ -311,17 +388,70 @@ def _check_client(client: object) -> None:
             "the client decodes responses (decode_responses=True), which turns the store's binary "
             "digests and values into text; give the store a client made without decode_responses"
         )
+    retry: Any
+    if isinstance(client, redis.asyncio.RedisCluster):
+        retry, settings = client.retry, client.get_connection_kwargs()
+    else:
+        settings = client.connection_pool.connection_kwargs
+        retry = settings.get("retry")
+    # No Retry given: redis-py's connections retry once if retry_on_error names errors, else never.
+    retries = retry.get_retries() if retry is not None else 1 if settings.get("retry_on_error") else 0
+    if retries and isinstance(client, redis.asyncio.RedisCluster):
+        # Not refused: without retries redis-py's cluster client lost connections under
+        # the suite's concurrent-sessions clause ("Error UNKNOWN while writing to socket").
+        warnings.warn(
+            f"{store}: the cluster client retries commands {retries} times: a write whose reply was "
+            "lost may be sent again and land twice (a steer queued twice)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    elif retries:
+        raise ValueError(
+            f"{store} needs a client that does not retry commands (this one retries {retries} "
+            "times; Redis() and RedisCluster retry 10 times by default): a write whose reply was lost "
+            "would be sent again and could land twice. Pass "
+            "retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0); the store raises "
+            "OutcomeUnknown where a retry would have guessed"
+        )
+    unset = [name for name in ("socket_timeout", "socket_connect_timeout") if settings.get(name) is None]
+    if unset:
+        warnings.warn(
+            f"{store}: the client's {' and '.join(unset)} {'is' if len(unset) == 1 else 'are'} None, so a "
+            "stalled connection blocks a call forever; set both (Redis.from_url leaves them None, "
+            "Redis() sets 5 seconds)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _check_prefix(prefix: object) -> str:
+    if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
+        raise ValueError(
+            f"prefix must be a str without '{{' or '}}' (the hash tag must be the session id), not {prefix!r}"
+        )
+    return prefix
 
 
 def _fail(operation: str, session: str, exc: BaseException) -> NoReturn:
     raise StoreError(f"{operation} session {session!r} failed: {_describe(exc)}") from exc
 
 
-def _outcome_unknown(operation: str, session: str, exc: BaseException) -> NoReturn:
+def _outcome_unknown(operation: str, session: str, exc: BaseException, steers: Sequence[str] = ()) -> NoReturn:
+    """Raise for a write whose connection was lost: :class:`OutcomeUnknown`, unless it
+    was lost before the write could be sent (a connection that never opened)."""
+    if _before_sending(exc):
+        _fail(operation, session, exc)
     raise OutcomeUnknown(
         f"{operation} session {session!r} may or may not have taken effect: the connection to Redis "
-        f"was lost once the command was sent ({_describe(exc)})"
+        f"was lost once the command was sent ({_describe(exc)})",
+        steers=steers,
     ) from exc
+
+
+def _before_sending(exc: BaseException) -> bool:
+    # redis-py's words for a connection that never opened: nothing was sent on it.
+    text = str(exc)
+    return "connecting to" in text or "Timeout connecting" in text
 
 
 def _describe(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ from reference_stores.redis import RedisStore  # noqa: E402
 
 
 async def _store(storetest_redis_url: str, storetest_redis_prefix: str) -> AsyncIterator[RedisStore]:
-    client = Redis.from_url(storetest_redis_url)
+    client = Redis.from_url(storetest_redis_url, socket_timeout=10, socket_connect_timeout=10)
     try:
         yield RedisStore(client, prefix=storetest_redis_prefix)
     finally:

@@ -12,7 +12,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -25,6 +25,14 @@ from storetest.projections import compact, fork, model_view, path
 from tests.broken_stores import log_variants as v
 
 T0 = datetime(2026, 5, 1, 12, 0, 0, 0, UTC)
+#: Values at the edges a server store must keep exactly: NUL in ids, kinds and text, the
+#: first and last instants ``datetime`` holds at the widest offsets, raw JSON as given.
+EDGE_ENTRIES = (
+    Entry.custom("\x00", None, datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))), "k\x00", "1e400"),
+    Entry.custom("é", "\x00", datetime(9999, 12, 31, 23, 59, 59, 999999, timezone(timedelta(hours=-12))),
+                 "k", '{"z":1, "a":[1, 2],"z":3}'),
+    Entry.compaction("c", "é", T0, "sum\x00mary", "\x00"),
+)
 Check = Callable[[type[MemoryLogStore]], Awaitable[str | None]]
 
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import pytest
 
 from storetest.contract import Message, StoreError
 from storetest.entries import Entry
+from tests.test_log_stores import EDGE_ENTRIES
 from tests.test_postgres_store import _as_user
 
 asyncpg = pytest.importorskip("asyncpg")
@@ -51,12 +52,7 @@ def test_schema_applies_twice_and_holds_no_jsonb_or_timestamptz(storetest_postgr
 
 
 def test_values_at_the_edges_come_back_exactly(storetest_postgres_url: str) -> None:
-    edge = [
-        Entry.custom("\x00", None, datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))), "k\x00", "1e400"),
-        Entry.custom("é", "\x00", datetime(9999, 12, 31, 23, 59, 59, 999999, timezone(timedelta(hours=-12))),
-                     "k", '{"z":1, "a":[1, 2],"z":3}'),
-        Entry.compaction("c", "é", T0, "sum\x00mary", "\x00"),
-    ]
+    edge = list(EDGE_ENTRIES)
 
     async def main() -> tuple[list[Entry], list[Entry]]:
         pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)

@@ -73,7 +73,7 @@ def test_a_decoding_client_is_refused() -> None:
 
 def test_a_prefix_with_a_brace_is_refused() -> None:
     with pytest.raises(ValueError, match="hash tag must be the session id"):
-        RedisStore(Redis(), prefix="app:{tenant}:")
+        RedisStore(Redis(retry=Retry(NoBackoff(), 0)), prefix="app:{tenant}:")
 
 
 def test_every_key_of_a_session_is_in_one_slot_and_no_two_sessions_share_a_key() -> None:
@@ -87,7 +87,7 @@ def test_every_key_of_a_session_is_in_one_slot_and_no_two_sessions_share_a_key()
 
 
 async def _cluster_store(url: str, prefix: str) -> AsyncIterator[RedisStore]:
-    client = RedisCluster.from_url(url)
+    client = RedisCluster.from_url(url, retry=Retry(NoBackoff(), 0))
     try:
         yield RedisStore(client, prefix=prefix)
     finally:
@@ -167,8 +167,8 @@ def test_two_alternating_cluster_handles_encode_only_what_changed(
     storetest_redis_cluster_url: str, storetest_redis_prefix: str, counted: Counted
 ) -> None:
     async def main() -> None:
-        one = RedisCluster.from_url(storetest_redis_cluster_url)
-        two = RedisCluster.from_url(storetest_redis_cluster_url)
+        one = RedisCluster.from_url(storetest_redis_cluster_url, retry=Retry(NoBackoff(), 0))
+        two = RedisCluster.from_url(storetest_redis_cluster_url, retry=Retry(NoBackoff(), 0))
         prefix = storetest_redis_prefix + "alternate:"
         a, b = RedisStore(one, prefix=prefix), RedisStore(two, prefix=prefix)
         conv = conversation(160)

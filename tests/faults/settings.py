@@ -24,6 +24,8 @@ _ZERO = (
     "failed saves that changed something",
     "failed log batches that landed",
     "handles failing after the last restart",
+    "OutcomeUnknown not where a sent write lost its reply",
+    "failures not explained by a cut",
     "errors not a StoreError naming operation, session and cause",
 )
 

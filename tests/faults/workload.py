@@ -52,6 +52,8 @@ _OPERATION_WORDS = {
     "add_steer": ("add_steer",),
     "take_steers": ("take_steers",),
     "append": ("append",),
+    "create": ("create",),
+    "entries": ("read",),
 }
 
 
