@@ -42,7 +42,7 @@ back), and so is a take (one script) and a read (``GET``, ``GET``, ``LRANGE`` in
 ``MULTI``/``EXEC``).
 
 Lost replies: the client must not retry commands (``Redis()`` and ``RedisCluster``
-retry 10 times by default, ``Redis.from_url`` never; the store refuses a ``Redis``
+retry by default, 3 times in redis-py 7.4, ``Redis.from_url`` never; the store refuses a ``Redis``
 that does, naming the setting, and warns about a ``RedisCluster`` that does, since
 without retries redis-py's cluster client lost connections under the suite's
 concurrent-sessions clause): a retried ``RPUSH`` whose reply was lost queues the steer
@@ -408,7 +408,7 @@ def _check_client(client: object, store: str = "RedisStore") -> None:
     elif retries:
         raise ValueError(
             f"{store} needs a client that does not retry commands (this one retries {retries} "
-            "times; Redis() and RedisCluster retry 10 times by default): a write whose reply was lost "
+            "times; Redis() and RedisCluster retry by default): a write whose reply was lost "
             "would be sent again and could land twice. Pass "
             "retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0); the store raises "
             "OutcomeUnknown where a retry would have guessed"
@@ -417,8 +417,7 @@ def _check_client(client: object, store: str = "RedisStore") -> None:
     if unset:
         warnings.warn(
             f"{store}: the client's {' and '.join(unset)} {'is' if len(unset) == 1 else 'are'} None, so a "
-            "stalled connection blocks a call forever; set both (Redis.from_url leaves them None, "
-            "Redis() sets 5 seconds)",
+            "stalled connection blocks a call forever; set both (redis-py before 8 leaves them None)",
             RuntimeWarning,
             stacklevel=3,
         )
