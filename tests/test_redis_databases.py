@@ -182,13 +182,6 @@ def test_xdist_workers_share_one_server_and_one_cluster_with_prefixes_of_their_o
         assert not _listening(port), f"the server at {url} outlived the run"
 
 
-NO_WAY = """
-from storetest._databases import redis
-redis.find_redis_server = lambda: None
-redis.docker_engine_answers = lambda: False
-"""
-
-
 @pytest.mark.parametrize("require", ["", "redis"])
 def test_unavailable_redis_skips_unless_required(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, require: str
@@ -196,12 +189,14 @@ def test_unavailable_redis_skips_unless_required(
     for name in ("STORETEST_REDIS_URL", "STORETEST_REDIS_CLUSTER_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("STORETEST_REQUIRE", require)
-    pytester.makeconftest(NO_WAY)
+    # In process, so these stand for the inner run too (and are undone after).
+    monkeypatch.setattr(redis_databases, "find_redis_server", lambda: None)
+    monkeypatch.setattr(redis_databases, "docker_engine_answers", lambda: False)
     pytester.makepyfile(
         "def test_server(storetest_redis_url): pass\n"
         "def test_cluster(storetest_redis_cluster_url): pass\n"
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs")
     if require:
         result.assert_outcomes(errors=2)
         result.stdout.fnmatch_lines(["*redis is required (STORETEST_REQUIRE)*STORETEST_REDIS_URL*"])
