@@ -125,7 +125,7 @@ def fixtures_outside_pytest() -> Iterator[Callable[[str], Any]]:
             backend = name.removeprefix("storetest_").removesuffix("_url").replace("_", "-")
             if backend not in urls:
                 if backend in ("redis", "redis-cluster"):
-                    target = databases.throwaway(backend, prefix=redis_prefix)  # type: ignore[call-overload]
+                    target = databases.throwaway(backend, prefix=redis_prefix)
                     urls[backend] = stack.enter_context(target).url
                 else:
                     urls[backend] = stack.enter_context(databases.throwaway(backend))
