@@ -69,12 +69,14 @@ proxy that forwards nothing and resets nothing) and times every call of both sto
 Durability is the server's setting, not the store's: an acknowledged write is in the
 server's memory. With ``appendonly yes`` and ``appendfsync always`` it is in the AOF,
 fsynced, before the reply; with ``everysec`` (Redis's default once AOF is on) it is
-written to the AOF before the reply and fsynced within about a second, so a power cut
-or OS crash may lose about the last second, while a crash of the server alone loses
-nothing; with persistence off (or RDB snapshots only) a crash of the server loses
-everything since the last snapshot. ``tests/test_crash_redis.py`` SIGKILLs the server
-under ``always``, ``everysec`` and no persistence and counts what survived. Nothing is
-promised about replicas (``WAIT``, failover): no test here shows what they keep.
+usually written to the AOF before the reply, but Redis postpones that write for up to
+two seconds while a background fsync is still running and replies meanwhile: a power
+cut or OS crash may lose the last seconds of acknowledged writes, and on a slow disk so
+may a crash of the server alone, never part of a write; with persistence off (or RDB
+snapshots only) a crash of the server loses everything since the last snapshot.
+``tests/test_crash_redis.py`` SIGKILLs the server under ``always``, ``everysec`` and no
+persistence and counts what survived. Nothing is promised about replicas (``WAIT``,
+failover): no test here shows what they keep.
 """
 
 from __future__ import annotations

@@ -4,11 +4,15 @@ and restarted on the same directory; then every acknowledged write must be there
 none in part.
 
 The server is this test's own (not the run's shared one), started with the settings
-under test: AOF with ``appendfsync always`` must keep everything acknowledged, and so
-must ``everysec`` (a server crash is not a power cut: the AOF is written before the
-reply); with persistence off the same check must find acknowledged writes missing (the
-test can fail). ``STORETEST_REDIS_CRASH_KILLS`` kills (default 25) under ``always``, a
-third of them under ``everysec``, 4 with persistence off. Figures are printed (``pytest -rP`` shows them)::
+under test: AOF with ``appendfsync always`` must keep everything acknowledged. Under
+``everysec`` only atomicity is asserted (nothing in part, nothing taken twice), and what
+was lost is printed: while a background fsync is still running, Redis postpones writing
+the AOF for up to two seconds and replies meanwhile, so a crash of the server alone can
+lose acknowledged writes when the disk is slow (one CI run: 10 of 50 acknowledged
+batches in 8 kills; a quiet machine loses none). With persistence off the same check
+must find acknowledged writes missing (the test can fail). ``STORETEST_REDIS_CRASH_KILLS``
+kills (default 25) under ``always``, a third of them under ``everysec``, 4 with
+persistence off. Figures are printed (``pytest -rP`` shows them)::
 
     PYTHONPATH=. pytest -rP tests/test_crash_redis.py
 
@@ -64,6 +68,7 @@ EVERYSEC = {"appendonly": "yes", "appendfsync": "everysec"}
 OFF = {"appendonly": "no", "save": ""}
 ACKS = {"b": "batches", "s": "saves", "a": "steers", "t": "takes"}
 LOST = ("acknowledged batches missing", "acknowledged saves missing", "acknowledged steers missing")
+TORN = ("batches in part", "transcripts in part", "steers taken twice")
 
 
 def _client(url: str) -> Any:
@@ -219,21 +224,28 @@ def _needs_server() -> None:
         pytest.skip(message)
 
 
-@pytest.mark.parametrize(("name", "config", "kills"), [
-    ("appendfsync always", ALWAYS, KILLS),
-    # The AOF is written before the reply, fsynced once a second: a crash of the server
-    # process alone loses nothing (a power cut could lose that second; not tested here).
-    ("appendfsync everysec", EVERYSEC, max(1, KILLS // 3)),
-], ids=["always", "everysec"])
-def test_aof_keeps_every_acknowledged_write_through_a_server_crash(
-    tmp_path: Path, name: str, config: dict[str, str], kills: int
-) -> None:
+def test_aof_always_keeps_every_acknowledged_write_through_a_server_crash(tmp_path: Path) -> None:
     _needs_server()
-    figures = crash_run(tmp_path / "aof", config, kills, seed=kills)
-    _report(name, figures)
-    assert figures["kills"] == kills and figures["batches acknowledged"] > 0 and figures["steers acknowledged"] > 0
-    for key in (*LOST, "batches in part", "transcripts in part", "steers taken twice"):
+    figures = crash_run(tmp_path / "aof", ALWAYS, KILLS, seed=KILLS)
+    _report("appendfsync always", figures)
+    _assert_wrote(figures, KILLS)
+    for key in (*LOST, *TORN):
         assert figures[key] == 0, f"{key}: {figures}"
+
+
+def test_aof_everysec_keeps_writes_whole_through_a_server_crash(tmp_path: Path) -> None:
+    """Nothing in part and nothing twice; losses are printed, not asserted (see above)."""
+    _needs_server()
+    kills = max(1, KILLS // 3)
+    figures = crash_run(tmp_path / "aof", EVERYSEC, kills, seed=kills)
+    _report("appendfsync everysec", figures)
+    _assert_wrote(figures, kills)
+    for key in TORN:
+        assert figures[key] == 0, f"{key}: {figures}"
+
+
+def _assert_wrote(figures: Counter[str], kills: int) -> None:
+    assert figures["kills"] == kills and figures["batches acknowledged"] > 0 and figures["steers acknowledged"] > 0
 
 
 def test_without_persistence_the_same_check_finds_writes_missing(tmp_path: Path) -> None:
