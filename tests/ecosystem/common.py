@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,9 @@ class Contender:
     backends: tuple[str, ...] = ()  # throwaway databases it needs: ("postgres",)
     not_runnable: str = ""
     clauses: tuple[str, ...] = field(default=())  # empty: every clause it claims
+    # clauses that do not apply to it, each with why ("an in-memory database lives in one
+    # process"): passed to check(skip=...), shown as "not applicable" in the table
+    skip: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
