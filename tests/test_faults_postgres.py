@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.faults import connkill, kill, restart
+from tests.faults import connkill, kill, logconn, restart
 from tests.faults.proxy import POSTGRES_COMMIT, CuttingProxy
 from tests.faults.servers import PrivateServer, skip_unless_private
 from tests.faults.settings import CONNECTION_KILLS, CUT_SHARE, KILLS, SEED, report
@@ -228,34 +228,44 @@ def test_postgres_restarted_under_a_workload_of_several_processes(private_postgr
 def test_postgres_connections_stalled_past_the_bound(request: pytest.FixtureRequest) -> None:
     """The network stalled (forwarding nothing, resetting nothing) for longer than the
     stores' timeout, between statements and right after a COMMIT went up, under savers,
-    adders and takers: every call ends within the bound + 1 s, nothing is lost,
-    duplicated or torn, and the same handles work once the network does."""
+    adders, takers and log appenders and readers: every call ends within the bound +
+    1 s, nothing is lost, duplicated or torn, and the same handles work once the
+    network does."""
     url = _postgres_url(request)
     parts = urlsplit(url)
     proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
     userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
     proxied = urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
 
-    async def main() -> dict[str, Any]:
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
         pools = [await asyncpg.create_pool(proxied, min_size=1, max_size=4) for _ in range(2)]
         direct = await asyncpg.create_pool(url, min_size=1, max_size=2)
+        async with direct.acquire() as conn:
+            await conn.execute(LOG_SCHEMA)
         run = connkill.Run(checker=PostgresStore(direct))
+        log_run = logconn.LogRun(checker=None)
         sessions = [f"stall-{secrets.token_hex(3)}-{i}" for i in range(2)]
         stores = [PostgresStore(p, timeout=BOUND) for p in pools]
+        logs = [PostgresLogStore(p, timeout=BOUND) for p in pools]
         tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
+        tasks += [asyncio.ensure_future(w()) for w in logconn.workers(log_run, logs, sessions, SEED)]
         try:
             windows = await connkill.stall_twice(proxy, POSTGRES_COMMIT, BOUND + 1)
             run.stop.set()
+            log_run.stop.set()
             await asyncio.gather(*tasks)
             # The same handles, once the network works again: a round of every call.
-            for store in stores:
+            for i, (store, log) in enumerate(zip(stores, logs, strict=True)):
                 await store.save(sessions[0], [])
                 await store.add_steer(sessions[0], "after")
                 if await store.take_steers(sessions[0]) != ["after"] or await store.messages(sessions[0]):
                     run.problems.append("a handle did not work after the stalls")
+                await log.append(f"{sessions[0]}-after", logconn.batch(f"end{i}", 1, 2))
             await connkill.drain(run)
+            log_figures = await logconn.final_figures(log_run, PostgresLogStore(direct))
         finally:
             run.stop.set()
+            log_run.stop.set()
             proxy.resume()
             for task in tasks:
                 task.cancel()
@@ -263,6 +273,9 @@ def test_postgres_connections_stalled_past_the_bound(request: pytest.FixtureRequ
             for pool in [*pools, direct]:
                 pool.terminate()
             proxy.close()
-        return {"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter())}
+        return ({"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter())},
+                {"stalls": connkill.stall_rows(log_run, windows, BOUND), **log_figures})
 
-    report("stalls postgres", asyncio.run(main()))
+    figures, log_figures = asyncio.run(main())
+    report("stalls postgres", figures)
+    report("stalls postgres log", log_figures)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,8 +19,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.faults import connkill, logconn
+from tests.faults import connkill, logconn, restart
+from tests.faults.proxy import REDIS_EXEC, REDIS_WRITES, CuttingProxy
 from tests.faults.resp import RespProxy
+from tests.faults.servers import PrivateServer, skip_unless_private
 from tests.faults.settings import CONNECTION_KILLS, SEED, report
 
 aioredis = pytest.importorskip("redis.asyncio")
@@ -151,3 +154,143 @@ def test_a_take_arriving_after_its_receipt_was_read_back_takes_nothing(
             await client.aclose()
 
     assert asyncio.run(main()) == ([], [], ["s1"])
+
+
+# Server restarts and stalls (issue 33) ---------------------------------------------
+
+#: The clients' socket_timeout and socket_connect_timeout in these tests.
+SOCKET_TIMEOUT, CONNECT_TIMEOUT = 0.5, 0.25
+#: The stores' bound on such a client (their module docstring): 2 x (connect + reply).
+BOUND = 2 * (CONNECT_TIMEOUT + SOCKET_TIMEOUT)
+RESTART_PREFIX = "restart:"
+
+
+def _bounded_client(url: str) -> Any:
+    return aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_timeout=SOCKET_TIMEOUT,
+                                   socket_connect_timeout=CONNECT_TIMEOUT)
+
+
+def _redis_ready(url: str) -> bool:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def _receipts(url: str, prefix: str, session: str) -> list[list[str]]:
+    """Every take receipt of ``session`` still holding steers (see restart.account_stranded)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=10)
+    try:
+        found = []
+        for key in client.scan_iter(match=session_key(prefix, session, "r") + b"*", count=1000):
+            if client.type(key) == b"list":
+                found.append([bytes(s).decode() for s in client.lrange(key, 0, -1)])
+        return found
+    finally:
+        client.close()
+
+
+def test_redis_restarted_under_a_workload_of_several_processes() -> None:
+    """SIGTERM, SHUTDOWN NOSAVE and SIGKILL of a private server with AOF ``always``,
+    down 2 s each, under savers, adders, takers and log appenders in three processes:
+    nothing lost, duplicated, torn or landed after failing; every call inside an outage
+    fails within the bound; every handle works afterwards."""
+    skip_unless_private("redis")
+    server = PrivateServer("redis", _redis_ready)
+    proxy = CuttingProxy("127.0.0.1", int(server.url.rsplit(":", 1)[1].split("/")[0]))
+    proxied = _proxied(server.url, proxy)
+
+    async def open_stores() -> dict[str, Any]:
+        client = _bounded_client(proxied)
+        return {"store": RedisStore(client, prefix=RESTART_PREFIX),
+                "log": RedisLogStore(client, prefix=RESTART_PREFIX)}
+
+    async def _drain() -> list[str]:
+        client = _client(server.url)
+        try:
+            store, taken = RedisStore(client, prefix=RESTART_PREFIX), []
+            while got := await store.take_steers(restart.QUEUE):
+                taken += got
+            return taken
+        finally:
+            await client.aclose()
+
+    async def _log(session: str) -> list[str]:
+        client = _client(server.url)
+        try:
+            return [e.id for e in await RedisLogStore(client, prefix=RESTART_PREFIX).entries(session)]
+        finally:
+            await client.aclose()
+
+    try:
+        figures = restart.run(
+            server, proxy, REDIS_WRITES, open_stores, lambda: asyncio.run(_drain()),
+            lambda s: asyncio.run(_log(s)), ["fast", "immediate", "SIGKILL"], BOUND, "a write",
+            lambda: _receipts(server.url, RESTART_PREFIX, restart.QUEUE),
+        )
+    finally:
+        proxy.close()
+        server.close()
+    report("restarts redis", figures)
+
+
+def test_redis_connections_stalled_past_the_bound(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
+    """The network stalled (forwarding nothing, resetting nothing) for longer than the
+    stores' bound, before a command, right after a write (a script or RPUSH) went up,
+    and right after a read's EXEC went up, under savers, adders, takers, log appenders
+    and log readers on two handles of each store: every call ends within the bound +
+    1 s, nothing is lost, duplicated or torn, and the same handles work once the
+    network does."""
+    parts = urlsplit(storetest_redis_url)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    prefix = storetest_redis_prefix
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        clients = [_bounded_client(_proxied(storetest_redis_url, proxy)) for _ in range(2)]
+        direct = _client(storetest_redis_url)
+        run = connkill.Run(checker=RedisStore(direct, prefix=prefix, cache_sessions=0))
+        log_run = logconn.LogRun(checker=None)
+        sessions = [f"stall-{secrets.token_hex(3)}-{i}" for i in range(2)]
+        stores = [RedisStore(c, prefix=prefix) for c in clients]
+        logs = [RedisLogStore(c, prefix=prefix) for c in clients]
+        tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
+        tasks += [asyncio.ensure_future(w()) for w in logconn.workers(log_run, logs, sessions, SEED)]
+        try:
+            windows = await connkill.stall_twice(proxy, REDIS_WRITES, BOUND + 1, [
+                ("before a command", None), ("at a write", REDIS_WRITES), ("at EXEC", REDIS_EXEC)])
+            run.stop.set()
+            log_run.stop.set()
+            await asyncio.gather(*tasks)
+            for i, (store, log) in enumerate(zip(stores, logs, strict=True)):
+                await store.save(sessions[0], [])
+                await store.add_steer(sessions[0], "after")
+                if await store.take_steers(sessions[0]) != ["after"] or await store.messages(sessions[0]):
+                    run.problems.append("a handle did not work after the stalls")
+                await log.append(f"{sessions[0]}-after", logconn.batch(f"end{i}", 1, 2))
+            await connkill.drain(run)
+            log_figures = await logconn.final_figures(log_run, RedisLogStore(direct, prefix=prefix))
+        finally:
+            run.stop.set()
+            log_run.stop.set()
+            proxy.resume()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for c in [*clients, direct]:
+                await c.aclose()
+            proxy.close()
+        stranded = restart.account_stranded(run.ledger, _receipts(storetest_redis_url, prefix, connkill.QUEUE),
+                                            run.problems)
+        return ({"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter()), **stranded},
+                {"stalls": connkill.stall_rows(log_run, windows, BOUND), **log_figures})
+
+    figures, log_figures = asyncio.run(main())
+    report("stalls redis", figures)
+    report("stalls redis log", log_figures)

@@ -171,15 +171,18 @@ def pause(rng: random.Random) -> float:
 
 
 
-async def stall_twice(proxy: Any, commit: bytes, hold: float) -> list[tuple[str, float, float]]:
+async def stall_twice(proxy: Any, commit: Any, hold: float,
+                      stalls: list[tuple[str, Any]] | None = None) -> list[tuple[str, float, float]]:
     """Stall the network twice under the running workers, ``hold`` seconds each (longer
     than the stores' bound): from a moment between statements, and right after a COMMIT
-    went up. Returns each stall's kind, start and end (``time.monotonic()``)."""
+    (``commit``, as the proxy's marker) went up; or once per ``(name, marker)`` of
+    ``stalls`` (no marker: at once). Returns each stall's name, start and end
+    (``time.monotonic()``)."""
     windows = []
-    for where in ("before a statement", "at COMMIT"):
+    for where, marker in stalls or [("before a statement", None), ("at COMMIT", commit)]:
         await asyncio.sleep(0.5)
-        if where == "at COMMIT":
-            proxy.stall_after_commit(commit)
+        if marker is not None:
+            proxy.stall_after_commit(marker)
             while not proxy.stalled.is_set():
                 await asyncio.sleep(0.001)
         else:

@@ -18,6 +18,20 @@ from tests.relay import Relay, close_all
 #: COMMITTED" in SET TRANSACTION from matching.
 POSTGRES_COMMIT = b"COMMIT;"
 MYSQL_COMMIT = b"\x03COMMIT"
+#: The Redis stores' writes, each one command (their COMMIT): a script (a save, take or
+#: log append) or an RPUSH (an add), as the names go on the wire in RESP.
+REDIS_WRITES = (b"\r\n$7\r\nEVALSHA\r\n", b"\r\n$5\r\nRPUSH\r\n")
+#: The end of a Redis store's read (its MULTI/EXEC).
+REDIS_EXEC = b"\r\n$4\r\nEXEC\r\n"
+
+#: One marker, or several (any of them matches).
+Marker = bytes | tuple[bytes, ...]
+
+
+def _holds(data: bytes, marker: Marker | None) -> bool:
+    if marker is None:
+        return False
+    return any(m in data for m in marker) if isinstance(marker, tuple) else marker in data
 
 
 class CuttingProxy(Relay):
@@ -28,8 +42,8 @@ class CuttingProxy(Relay):
     until :meth:`resume`, then forwards it: a stall delays bytes, it loses none."""
 
     def __init__(self, host: str, port: int) -> None:
-        self._armed: bytes | None = None
-        self._stall_armed: bytes | None = None
+        self._armed: Marker | None = None
+        self._stall_armed: Marker | None = None
         self._lock = threading.Lock()
         self._flowing = threading.Event()
         self._flowing.set()
@@ -41,9 +55,9 @@ class CuttingProxy(Relay):
         self.stalled = threading.Event()
         super().__init__(host, port)
 
-    def cut_after_commit(self, marker: bytes) -> None:
+    def cut_after_commit(self, marker: Marker) -> None:
         """Cut after the next client chunk holding ``marker``: the driver's COMMIT as
-        it goes on the wire (``POSTGRES_COMMIT``, ``MYSQL_COMMIT``)."""
+        it goes on the wire (``POSTGRES_COMMIT``, ``MYSQL_COMMIT``, ``REDIS_WRITES``)."""
         self.cut.clear()
         with self._lock:
             self._armed = marker
@@ -52,7 +66,7 @@ class CuttingProxy(Relay):
         """Forward nothing from now on, in either direction, until :meth:`resume`."""
         self._flowing.clear()
 
-    def stall_after_commit(self, marker: bytes) -> None:
+    def stall_after_commit(self, marker: Marker) -> None:
         """Stall right after forwarding the next client chunk holding ``marker``."""
         self.stalled.clear()
         with self._lock:
@@ -75,11 +89,11 @@ class CuttingProxy(Relay):
                 self._flowing.wait()
                 stall_now = False
                 with self._lock:
-                    if self._armed is not None and self._armed in data:
+                    if _holds(data, self._armed):
                         self._armed = None
                         # Set before forwarding: whatever the server sends next is the answer.
                         swallow.set()
-                    if self._stall_armed is not None and self._stall_armed in data:
+                    if _holds(data, self._stall_armed):
                         self._stall_armed = None
                         stall_now = True
                         # Before forwarding: the answer must find the network stalled.

@@ -4,8 +4,10 @@ other xdist workers use must never be restarted under them.
 It is started the way :mod:`storetest._databases` starts a local server, with commits
 that survive the server process being killed (PostgreSQL ``synchronous_commit=on``,
 fsync still off: only the server process dies, never the machine; MariaDB its durable
-settings), which the run-wide servers trade away for speed; and restarted from its own
-command line (read from ``/proc``, Linux only).
+settings; Redis ``appendonly yes`` with ``appendfsync always``, without which a restart
+loses what the server held by its own setting), which the run-wide servers trade away
+for speed; and restarted from its own command line (read from ``/proc``, Linux only;
+Redis rewrites its own, so it is started again with the same settings instead).
 """
 
 from __future__ import annotations
@@ -26,8 +28,14 @@ import pytest
 from storetest import _databases
 
 #: How a test stops a server: PostgreSQL's fast (SIGINT) and immediate (SIGQUIT)
-#: shutdowns, MariaDB's normal one (SIGTERM), or SIGKILL of every server process.
+#: shutdowns, MariaDB's normal one (SIGTERM), Redis's SIGTERM ("fast") and ``SHUTDOWN
+#: NOSAVE`` ("immediate"), or SIGKILL of every server process.
 Stop = Literal["fast", "immediate", "SIGKILL"]
+
+Backend = Literal["postgres", "mysql", "redis"]
+
+#: Every acknowledged Redis write in the AOF, fsynced, before its reply.
+REDIS_SETTINGS = {"appendonly": "yes", "appendfsync": "always"}
 
 # A commit's WAL reaches the kernel before COMMIT returns; no fsync.
 _POSTGRES_SETTINGS = {"fsync": "off", "synchronous_commit": "on", "full_page_writes": "off"}
@@ -48,7 +56,7 @@ class PrivateServer:
     """A local server in a temp dir of its own; :meth:`stop` and :meth:`start` again on
     the same port and data. :meth:`close` removes it."""
 
-    def __init__(self, backend: Literal["postgres", "mysql"], ready: Callable[[str], bool]) -> None:
+    def __init__(self, backend: Backend, ready: Callable[[str], bool]) -> None:
         self.backend = backend
         self._ready = ready
         top = Path(tempfile.mkdtemp(prefix=f"storetest-private-{backend}-"))
@@ -72,6 +80,10 @@ class PrivateServer:
 
     @staticmethod
     def _first_start(backend: str, top: Path) -> Any:
+        if backend == "redis":
+            from storetest._databases import redis
+
+            return redis.start_server(top / "data", config=REDIS_SETTINGS)
         if backend == "postgres":
             from storetest._databases import postgres
 
@@ -97,14 +109,24 @@ class PrivateServer:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        elif self.backend == "redis" and how == "immediate":
+            import redis
+
+            redis.Redis.from_url(self.url, socket_timeout=10).shutdown(nosave=True)
         else:
-            clean = signal.SIGTERM if self.backend == "mysql" else signal.SIGINT
+            clean = signal.SIGINT if self.backend == "postgres" else signal.SIGTERM
             os.kill(self.pid, signal.SIGQUIT if how == "immediate" else clean)
         for pid in [self.pid, *children]:
             _reap(pid)
 
     def start(self) -> None:
         """Start it again from its command line; return once it accepts connections."""
+        if self.backend == "redis":
+            from storetest._databases import redis
+
+            port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+            self.pid = redis.start_server(Path(self._directory), port=port, config=REDIS_SETTINGS).pid
+            return
         with open(Path(self._top) / "restarts.log", "ab") as log:
             process = subprocess.Popen(
                 self._argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
