@@ -142,10 +142,11 @@ def _mysql_ready(url: str) -> bool:
 
 
 def test_mysql_restarted_under_a_workload_of_several_processes() -> None:
-    """Normal shutdowns and SIGKILL of the server, down 2 s each, under savers, adders
-    and takers in three processes, each with one store given a factory: nothing lost,
-    duplicated, torn or landed after failing; every call inside an outage fails within
-    the bound; every handle works afterwards."""
+    """Normal and cold (``innodb_fast_shutdown=2``) shutdowns and SIGKILL of the
+    server, down 2 s each, under savers, adders and takers in three processes, each
+    with one store given a factory: nothing lost, duplicated, torn or landed after
+    failing; every call inside an outage fails within the bound; every handle works
+    afterwards."""
     skip_unless_private("mysql")
     server = PrivateServer("mysql", _mysql_ready)
     proxy = None
@@ -171,7 +172,8 @@ def test_mysql_restarted_under_a_workload_of_several_processes() -> None:
                     taken += got
                 return taken
 
-        figures = restart.run(server, proxy, MYSQL_COMMIT, open_stores, drain, None, ["fast", "SIGKILL"], BOUND)
+        figures = restart.run(server, proxy, MYSQL_COMMIT, open_stores, drain, None,
+                              ["fast", "immediate", "SIGKILL"], BOUND)
     finally:
         if proxy is not None:
             proxy.close()

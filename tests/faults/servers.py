@@ -28,8 +28,10 @@ import pytest
 from storetest import _databases
 
 #: How a test stops a server: PostgreSQL's fast (SIGINT) and immediate (SIGQUIT)
-#: shutdowns, MariaDB's normal one (SIGTERM), Redis's SIGTERM ("fast") and ``SHUTDOWN
-#: NOSAVE`` ("immediate"), or SIGKILL of every server process.
+#: shutdowns; MariaDB's normal one (SIGTERM, "fast") and one with
+#: ``innodb_fast_shutdown=2`` ("immediate": InnoDB stops cold, as if it had crashed,
+#: and recovers at the next start); Redis's SIGTERM ("fast") and ``SHUTDOWN NOSAVE``
+#: ("immediate"); or SIGKILL of every server process.
 Stop = Literal["fast", "immediate", "SIGKILL"]
 
 Backend = Literal["postgres", "mysql", "redis"]
@@ -109,6 +111,16 @@ class PrivateServer:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        elif self.backend == "mysql" and how == "immediate":
+            from storetest._databases.mysql import connect
+
+            conn = connect(self.url, autocommit=True)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SET GLOBAL innodb_fast_shutdown = 2")  # not kept across the restart
+            finally:
+                conn.close()
+            os.kill(self.pid, signal.SIGTERM)
         elif self.backend == "redis" and how == "immediate":
             import redis
 
