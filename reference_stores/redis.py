@@ -41,12 +41,15 @@ decoded). A save is one round trip (two when the prefix changed behind the handl
 back), and so is a take (one script) and a read (``GET``, ``GET``, ``LRANGE`` in one
 ``MULTI``/``EXEC``).
 
-Lost replies: the client must not retry commands (``Redis()`` and ``RedisCluster``
-retry by default, 3 times in redis-py 7.4, ``Redis.from_url`` never; the store refuses a ``Redis``
-that does, naming the setting, and warns about a ``RedisCluster`` that does, since
-without retries redis-py's cluster client lost connections under the suite's
-concurrent-sessions clause): a retried ``RPUSH`` whose reply was lost queues the steer
-twice, and a retried take hands out nothing while what the first one took is gone. A
+Lost replies: the client must not retry commands (``Redis()`` retries 10 times by
+default and ``RedisCluster`` 3 in redis-py 7.4, ``Redis.from_url`` never; the store
+refuses a client that does, naming the setting): a retried ``RPUSH`` whose reply was
+lost queues the steer twice, and a retried take hands out nothing while what the first
+one took is gone. redis-py 7.4's ``RedisCluster`` loses connections ("Connection
+closed by server") when many first commands arrive while it is still learning the
+cluster's slots, which its retries used to hide; so the first call of a store on a
+cluster client awaits ``client.initialize()`` before any command
+(``tests/test_redis_driver.py`` shows both). A
 write whose connection is lost once it was sent raises
 :class:`~storetest.contract.OutcomeUnknown`; one whose connection never opened raises
 :class:`~storetest.contract.StoreError`, having sent nothing. A take's steers become
@@ -251,6 +254,7 @@ class RedisStore:
         self._save = client.register_script(_SAVE)
         self._take = client.register_script(_TAKE)
         self._claim = client.register_script(_CLAIM)
+        self._uninitialized = isinstance(client, redis.asyncio.RedisCluster)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._client!r}, prefix={self._prefix!r})"
@@ -270,6 +274,8 @@ class RedisStore:
         # stored version and every stored digest, which the plan then needs.
         version = known.version if known is not None else 0
         stored = b""  # every stored digest, from the last refused save
+        if self._uninitialized:
+            self._uninitialized = await _initialize(self._client, "save to", session)
         try:
             while True:
                 # Only a refused save's version makes the plan ask for stored digests.
@@ -301,6 +307,8 @@ class RedisStore:
         """The session's transcript in the order saved; ``[]`` for an unused session."""
         session = check_session_id(session)
         keys = self._keys(session, "v", "d", "m")
+        if self._uninitialized:
+            self._uninitialized = await _initialize(self._client, "read of", session)
         try:
             # MULTI/EXEC: one snapshot, one round trip (and cheaper than a script, which
             # would copy 2,000 messages into a Lua table and out again).
@@ -331,6 +339,8 @@ class RedisStore:
         session = check_session_id(session)
         data = check_steer_text(text).encode("utf-8")
         (key,) = self._keys(session, "s")
+        if self._uninitialized:
+            self._uninitialized = await _initialize(self._client, "add_steer to", session)
         try:
             await self._client.rpush(key, data)
         except _LOST as exc:
@@ -342,6 +352,8 @@ class RedisStore:
         """Remove and return every queued steer, oldest first; ``[]`` when none."""
         session = check_session_id(session)
         keys = self._keys(session, "s", f"r{secrets.token_hex(8)}")
+        if self._uninitialized:
+            self._uninitialized = await _initialize(self._client, "take_steers from", session)
         try:
             taken = await self._take(keys=keys, args=[RECEIPT_SECONDS])
         except _LOST as exc:
@@ -398,16 +410,7 @@ def _check_client(client: object, store: str = "RedisStore") -> None:
         retry = settings.get("retry")
     # No Retry given: redis-py's connections retry once if retry_on_error names errors, else never.
     retries = retry.get_retries() if retry is not None else 1 if settings.get("retry_on_error") else 0
-    if retries and isinstance(client, redis.asyncio.RedisCluster):
-        # Not refused: without retries redis-py's cluster client lost connections under
-        # the suite's concurrent-sessions clause ("Error UNKNOWN while writing to socket").
-        warnings.warn(
-            f"{store}: the cluster client retries commands {retries} times: a write whose reply was "
-            "lost may be sent again and land twice (a steer queued twice)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    elif retries:
+    if retries:
         raise ValueError(
             f"{store} needs a client that does not retry commands (this one retries {retries} "
             "times; Redis() and RedisCluster retry by default): a write whose reply was lost "
@@ -423,6 +426,17 @@ def _check_client(client: object, store: str = "RedisStore") -> None:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+async def _initialize(client: Any, operation: str, session: str) -> bool:
+    """Have a cluster client learn the cluster's slots before a store sends it anything
+    (see the module docstring, "Lost replies"); ``False``, for the store's flag. Nothing
+    is sent yet, so a failure is a StoreError."""
+    try:
+        await client.initialize()
+    except _BACKEND_ERRORS as exc:
+        _fail(operation, session, exc)
+    return False
 
 
 def _check_prefix(prefix: object) -> str:

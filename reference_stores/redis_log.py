@@ -26,8 +26,10 @@ How it keeps the log contract on Redis:
 
 Client settings are the transcript store's (:class:`reference_stores.redis.RedisStore`):
 replies must be bytes (``decode_responses`` off), and the client must not retry a
-command on a lost connection (``Redis()`` and ``RedisCluster`` do by default): a
-retried script whose first run landed would refuse its own batch as a duplicate. A
+command on a lost connection (``Redis()`` and ``RedisCluster`` do by default; the store
+refuses one that does): a retried script whose first run landed would refuse its own
+batch as a duplicate. The first call on a cluster client awaits its ``initialize()``
+first, as the transcript store's does. A
 connection lost after the script was sent raises
 :class:`~storetest.contract.OutcomeUnknown`; an append that raised it and is retried
 either lands or raises ``ValueError`` because its ids are already there, which says
@@ -42,6 +44,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
+import redis.asyncio
+
 from reference_stores._entry_codec import decode_payload, decode_time, encode_payload, encode_time
 from reference_stores.redis import (
     _BACKEND_ERRORS,
@@ -50,6 +54,7 @@ from reference_stores.redis import (
     _check_client,
     _check_prefix,
     _fail,
+    _initialize,
     _outcome_unknown,
     session_key,
 )
@@ -134,6 +139,7 @@ class RedisLogStore:
         self._client = client
         self._prefix = _check_prefix(prefix)
         self._script = client.register_script(_APPEND)
+        self._uninitialized = isinstance(client, redis.asyncio.RedisCluster)
 
     def __repr__(self) -> str:
         return f"RedisLogStore({self._client!r}, prefix={self._prefix!r})"
@@ -160,6 +166,8 @@ class RedisLogStore:
     async def entries(self, session: str) -> list[Entry]:
         """Every entry in append order; ``[]`` for a session never used."""
         session = check_session_id(session)
+        if self._uninitialized:
+            self._uninitialized = await _initialize(self._client, "read of", session)
         try:
             rows = await self._client.lrange(session_key(self._prefix, session, "e"), 0, -1)
         except _BACKEND_ERRORS as exc:
@@ -173,6 +181,8 @@ class RedisLogStore:
         keys = [session_key(self._prefix, session, kind) for kind in ("e", "i")]
         ids = [e.id.encode("utf-8") for e in batch]
         parents = [b"" if e.parent_id is None else e.parent_id.encode("utf-8") for e in batch]
+        if self._uninitialized:
+            self._uninitialized = await _initialize(self._client, operation, session)
         try:
             got = await self._script(keys, [mode, len(batch), *ids, *parents, *map(_encode, batch)])
         except _LOST as exc:

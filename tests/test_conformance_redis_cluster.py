@@ -16,12 +16,14 @@ from storetest import run_conformance
 redis = pytest.importorskip("redis")
 
 from redis.asyncio import RedisCluster  # noqa: E402
+from redis.asyncio.retry import Retry  # noqa: E402
+from redis.backoff import NoBackoff  # noqa: E402
 
 from reference_stores.redis import RedisStore  # noqa: E402
 
 
 async def _store(storetest_redis_cluster_url: str, storetest_redis_prefix: str) -> AsyncIterator[RedisStore]:
-    client = RedisCluster.from_url(storetest_redis_cluster_url)
+    client = RedisCluster.from_url(storetest_redis_cluster_url, retry=Retry(NoBackoff(), 0))
     try:
         yield RedisStore(client, prefix=storetest_redis_prefix)
     finally:

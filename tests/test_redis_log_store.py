@@ -1,5 +1,5 @@
 """The Redis log store's own promises, beyond the conformance suite: the clients it
-refuses and the one it warns about, its keys (one slot per session, no two sessions
+refuses and the ones it warns about, its keys (one slot per session, no two sessions
 sharing one), values at the edges, errors that name the session, and calls that end
 within the socket timeouts on a stalled connection."""
 
@@ -60,6 +60,8 @@ def test_clients_it_cannot_work_with_are_refused_naming_the_fix(store: type) -> 
         store(aioredis.Redis())  # Redis() retries 10 times by default
     with pytest.raises(ValueError, match="retries 1 times"):
         store(aioredis.Redis.from_url("redis://127.0.0.1:1/0", retry_on_error=[ConnectionError]))
+    with pytest.raises(ValueError, match=r"does not retry commands \(this one retries \d+ times"):
+        store(aioredis.RedisCluster(host="127.0.0.1", port=1))  # RedisCluster retries 3 times by default
     with pytest.raises(TypeError, match="not a URL"):
         store("redis://127.0.0.1:6379")
     with pytest.raises(ValueError, match="prefix must be a str without"):
@@ -74,8 +76,6 @@ def test_a_client_that_may_wait_forever_is_warned_about(store: type) -> None:
         store(aioredis.Redis.from_url("redis://127.0.0.1:1/0", retry=NO_RETRY))
     with pytest.warns(RuntimeWarning, match="socket_connect_timeout is None"):
         store(aioredis.Redis(retry=NO_RETRY, socket_timeout=5, socket_connect_timeout=None))
-    with pytest.warns(RuntimeWarning, match=r"cluster client retries commands \d+ times"):
-        store(aioredis.RedisCluster(host="127.0.0.1", port=1))
     with pytest.warns(RuntimeWarning, match="socket_timeout is None"):
         store(aioredis.RedisCluster(host="127.0.0.1", port=1, retry=NO_RETRY, socket_timeout=None,
                                     socket_connect_timeout=5))
