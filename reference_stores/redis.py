@@ -233,8 +233,8 @@ class RedisStore:
     :param cache_sessions: how many sessions to remember for incremental saves (least
         recently used are forgotten first); ``0`` disables it.
     :raises TypeError: ``client`` is a URL, a synchronous client or not a Redis client.
-    :raises ValueError: the client decodes responses, the prefix holds a brace, or
-        ``cache_sessions`` is negative.
+    :raises ValueError: the client decodes responses or retries commands, the prefix
+        holds a brace, or ``cache_sessions`` is negative.
 
     Every method raises ``TypeError``/``ValueError`` for bad arguments before sending
     anything, and :class:`~storetest.contract.StoreError` (from the driver's error)

@@ -123,7 +123,7 @@ class RedisLogStore:
 
     :param client: a ``redis.asyncio.Redis`` or ``RedisCluster``, created on the event
         loop the store will be used from, with ``decode_responses=False`` and no retries
-        (see :func:`check_client`). The store never closes it.
+        (refused otherwise, as the transcript store refuses it). The store never closes it.
     :param prefix: what every key begins with (no braces).
     :raises TypeError, ValueError: a client or prefix it cannot work with.
 
