@@ -26,6 +26,20 @@ class Relay:
         self._closed = True
         self._listener.close()
 
+    def refuse(self) -> None:
+        """Refuse new connections, as a stopped server's port does, until
+        :meth:`accept_again` (connections already made are left alone)."""
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() under way (Linux)
+        except OSError:
+            pass
+        self._listener.close()
+
+    def accept_again(self) -> None:
+        """Listen again, on the same port."""
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
     def _accept(self) -> None:
         while not self._closed:
             try:

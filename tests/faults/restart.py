@@ -257,10 +257,14 @@ def run(server: PrivateServer, proxy: CuttingProxy, commit: Marker, open_stores:
             proxy.stalled.wait(5)
             time.sleep(0.2)  # the server has committed by now
         server.stop(how)
+        # While the server is down its port refuses connections; the proxy's must too,
+        # or a driver reaches the proxy, is dropped, and cannot tell it sent nothing.
+        proxy.refuse()
         stopped = time.monotonic()
         time.sleep(DOWN)
         starting = time.monotonic()
         server.start()
+        proxy.accept_again()
         proxy.resume()
         outages.append((f"{how} at {commit_name}" if at_commit else how, stopped, starting, time.monotonic()))
     time.sleep(WORK)
