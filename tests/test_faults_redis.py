@@ -4,7 +4,9 @@ reply, and in the middle of a reply, ``STORETEST_FAULT_CONNECTION_KILLS`` times 
 store (see ``test_faults_sqlite.py`` for what is asserted, and
 :mod:`tests.faults.logconn` for the log store's accounting). Each asserts too that
 ``OutcomeUnknown`` is raised exactly by the calls whose write had been sent when their
-connection was cut, and that every failure was caused by a cut."""
+connection was cut, and that every failure was caused by a cut. Then a private server
+(AOF ``always``) restarted under three processes, and the network stalled past the
+stores' bound (``tests/faults/restart.py``, ``connkill.stall_twice``)."""
 
 from __future__ import annotations
 
