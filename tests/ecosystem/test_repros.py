@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 from pathlib import Path
 from types import ModuleType
@@ -73,9 +74,14 @@ def _require(module: Any, sdk: str) -> None:
     pytest.skip(message)
 
 
-def _defects() -> list[Any]:
-    return [pytest.param(sdk, module, d, id=f"{sdk}:{Path(d.repro).stem}")
-            for sdk, module in MODULES for d in module.DEFECTS]
+def _repros() -> list[Any]:
+    """One case per repro script, with every defect it shows (several verdicts can share a cause)."""
+    by_repro: dict[tuple[str, str], list[Any]] = {}
+    for sdk, module in MODULES:
+        for d in module.DEFECTS:
+            by_repro.setdefault((sdk, d.repro), []).append(d)
+    return [pytest.param(sdk, dict(MODULES)[sdk], defects, id=f"{sdk}:{Path(repro).stem}")
+            for (sdk, repro), defects in by_repro.items()]
 
 
 def _load(path: Path) -> ModuleType:
@@ -86,18 +92,24 @@ def _load(path: Path) -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize(("sdk", "module", "defect"), _defects())
-def test_the_defect_is_still_there(sdk: str, module: Any, defect: Any) -> None:
-    """The repro's main() returns normally: it saw the defect through the store's own API."""
+@pytest.mark.parametrize(("sdk", "module", "defects"), _repros())
+def test_the_defect_is_still_there(sdk: str, module: Any, defects: list[Any], request: pytest.FixtureRequest) -> None:
+    """The repro's main() returns normally: it saw the defect through the store's own API.
+    Its parameters are fixture names (``storetest_mysql_url``...): under pytest a repro
+    runs on the test run's servers; alone, it starts throwaway ones."""
     _require(module, sdk)
+    defect = defects[0]
+    assert len({d.deterministic for d in defects}) == 1, f"{defect.repro}: deterministic for some verdicts only"
     repro = _load(ROOT / defect.repro)
+    arguments = {name: request.getfixturevalue(name) for name in inspect.signature(repro.main).parameters}
     try:
-        repro.main()
+        repro.main(**arguments)
     except AssertionError as exc:
         if defect.deterministic:
             raise AssertionError(
-                f"{defect.contender}, {defect.clause}: the deterministic repro {defect.repro} no longer shows "
-                f"the defect ({exc}); if the SDK fixed it, drop the Defect and regenerate docs/ecosystem.md"
+                f"{', '.join(f'{d.contender}: {d.clause}' for d in defects)}: the deterministic repro "
+                f"{defect.repro} no longer shows the defect ({exc}); if the SDK fixed it, drop the Defect and "
+                "regenerate docs/ecosystem.md"
             ) from exc
         pytest.xfail(f"the race was not provoked this run (measured miss rate {defect.miss_rate}): {exc}")
 
