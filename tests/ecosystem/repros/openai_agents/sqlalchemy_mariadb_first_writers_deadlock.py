@@ -71,7 +71,8 @@ async def _race(url: str) -> list[BaseException | None]:
             deadline = time.monotonic() + 30
             while _waiting(monitor) < 2:
                 assert time.monotonic() < deadline, "the two add_items() never waited on the first writer's row"
-                assert not any(w.done() for w in writers), [w for w in writers if w.done()]
+                assert not any(w.done() for w in writers), (
+                    "an add_items() finished while the first writer held the session row: it did not wait on it")
                 await asyncio.sleep(0.05)
             first.commit()
             return [r if isinstance(r, BaseException) else None
