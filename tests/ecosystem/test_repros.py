@@ -17,6 +17,8 @@ import importlib
 import importlib.util
 import inspect
 import os
+import sys
+import types
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -129,3 +131,13 @@ def test_every_defect_names_a_contender_a_clause_and_a_repro(sdk: str, module: A
         assert path.is_file(), f"{d.contender}, {d.clause}: the repro {d.repro} does not exist"
         assert "def main(" in path.read_text(encoding="utf-8"), f"{d.repro} has no main()"
         assert d.deterministic or d.miss_rate, f"{d.repro}: a provoked race must state its measured miss rate"
+
+
+def test_a_missing_sdk_skips_outside_ci_naming_the_install_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.SimpleNamespace(REQUIRES=("storetest_no_such_sdk",), INSTALL="pip install -e '.[fake]'")
+    monkeypatch.setattr(sys.modules[__name__], "_IN_CI", False)
+    with pytest.raises(pytest.skip.Exception, match=r"no module named 'storetest_no_such_sdk'.*\.\[fake\]"):
+        _require(module, "fake")
+    monkeypatch.setattr(sys.modules[__name__], "_IN_CI", True)
+    with pytest.raises(pytest.fail.Exception, match="must not be skipped"):
+        _require(module, "fake")
