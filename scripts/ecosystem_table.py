@@ -48,7 +48,8 @@ started for the run), through the store's own public API. A cell is `pass`, **FA
 (its first violation is listed below the table, with the repro that shows the defect
 without storetest), `limit` (an input the store cleanly refused that the protocol does
 not promise), `n/a` (the clause does not apply to this store, and the note says why),
-`skip`, `error` (the run itself failed) or `—` (the store does not claim the clause).
+`skip`, `error` (the run itself failed), `—` (the store does not claim the clause) or
+empty (not run: the store is judged on the clauses named in its notes only).
 Every repro is run by `tests/ecosystem/test_repros.py`; the SDK versions CI runs are
 pinned in `constraints/ecosystem.txt`, and `tox -e ecosystem-latest` reruns this table on
 the newest releases.

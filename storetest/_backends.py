@@ -23,6 +23,7 @@ import multiprocessing
 import queue
 import secrets
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any, Final
 
 from storetest._harness import Handle, Target, close_factory, enter_factory, open_target
 
-__all__ = ["SpawnError", "fresh_fixtures", "open_handles", "run_in_processes", "spawn_reference"]
+__all__ = ["ChildDied", "SpawnError", "fresh_fixtures", "open_handles", "run_in_processes", "spawn_reference"]
 
 #: Seconds a child may take to start, open its handle and run its workload.
 CHILD_TIMEOUT: Final = 120.0
@@ -44,6 +45,18 @@ _NOT_IMPORTABLE: Final = (
 
 class SpawnError(TypeError):
     """A factory cannot be opened in a child process (a lambda, a nested function)."""
+
+
+class ChildDied(RuntimeError):
+    """A child process exited before running any of storetest's code in it, so before
+    the store was opened: the clause did not run (an error, not the store's failure)."""
+
+
+_DIED: Final = (
+    "child process {k} exited with code {code} before it started: the clause did not run (a spawned child "
+    "imports the parent's __main__ first, which a script read from stdin or `python -c` cannot give; "
+    "its error is on stderr)"
+)
 
 
 @contextlib.contextmanager
@@ -149,11 +162,21 @@ def run_in_processes(t: Target, workload: Callable[..., Any], arguments: Sequenc
         child.start()
     try:
         out: dict[int, Any] = {}
-        for _ in children:
+        deadline = time.monotonic() + CHILD_TIMEOUT
+        dead: dict[int, float] = {}  # children seen exited without an answer, and when
+        while len(out) < len(children):
             try:
-                k, ok, value = results.get(timeout=CHILD_TIMEOUT)
+                k, ok, value = results.get(timeout=0.2)
             except queue.Empty:
-                raise RuntimeError(f"no answer from a child process within {CHILD_TIMEOUT:g} s") from None
+                now = time.monotonic()
+                if now > deadline:
+                    raise RuntimeError(f"no answer from a child process within {CHILD_TIMEOUT:g} s") from None
+                for k, child in enumerate(children):
+                    if k not in out and child.exitcode is not None:
+                        # An answer is flushed before its child exits; allow a moment for it.
+                        if now - dead.setdefault(k, now) > 2.0:
+                            raise ChildDied(_DIED.format(k=k, code=child.exitcode)) from None
+                continue
             if not ok:
                 raise RuntimeError(f"child process {k} failed: {value}")
             out[k] = value

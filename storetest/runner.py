@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from storetest._backends import ChildDied
 from storetest._databases.redis import new_prefix
 from storetest._harness import (
     CAPABILITIES,
@@ -313,6 +314,8 @@ def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseR
             c.run(t)
     except (KeyboardInterrupt, SystemExit):
         raise
+    except ChildDied as exc:  # before the store was opened: no verdict about it
+        return done("error", str(exc))
     except BaseException as exc:
         return _failed(c, t, exc, reported, done)
     return done("passed", limits=tuple(t.limits))

@@ -33,7 +33,9 @@ class Defect:
 
     ``repro`` is a path from the repository root to a script whose ``main()`` returns
     normally when the defect is there (and raises ``AssertionError`` saying what it saw
-    otherwise); ``tests/ecosystem/test_repros.py`` runs every one. ``deterministic`` is
+    otherwise); ``tests/ecosystem/test_repros.py`` runs every one. Its parameters, if
+    any, are fixture names (``storetest_mysql_url``, ``storetest_redis_url``...), filled
+    under pytest; run alone (``None``), it starts throwaway servers of its own. ``deterministic`` is
     True only where the repro forces the interleaving; for a provoked race,
     ``miss_rate`` states the measured chance that the bounded loop misses it.
     """

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
+import sys
+import types
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -73,9 +76,14 @@ def _require(module: Any, sdk: str) -> None:
     pytest.skip(message)
 
 
-def _defects() -> list[Any]:
-    return [pytest.param(sdk, module, d, id=f"{sdk}:{Path(d.repro).stem}")
-            for sdk, module in MODULES for d in module.DEFECTS]
+def _repros() -> list[Any]:
+    """One case per repro script, with every defect it shows (several verdicts can share a cause)."""
+    by_repro: dict[tuple[str, str], list[Any]] = {}
+    for sdk, module in MODULES:
+        for d in module.DEFECTS:
+            by_repro.setdefault((sdk, d.repro), []).append(d)
+    return [pytest.param(sdk, dict(MODULES)[sdk], defects, id=f"{sdk}:{Path(repro).stem}")
+            for (sdk, repro), defects in by_repro.items()]
 
 
 def _load(path: Path) -> ModuleType:
@@ -86,18 +94,24 @@ def _load(path: Path) -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize(("sdk", "module", "defect"), _defects())
-def test_the_defect_is_still_there(sdk: str, module: Any, defect: Any) -> None:
-    """The repro's main() returns normally: it saw the defect through the store's own API."""
+@pytest.mark.parametrize(("sdk", "module", "defects"), _repros())
+def test_the_defect_is_still_there(sdk: str, module: Any, defects: list[Any], request: pytest.FixtureRequest) -> None:
+    """The repro's main() returns normally: it saw the defect through the store's own API.
+    Its parameters are fixture names (``storetest_mysql_url``...): under pytest a repro
+    runs on the test run's servers; alone, it starts throwaway ones."""
     _require(module, sdk)
+    defect = defects[0]
+    assert len({d.deterministic for d in defects}) == 1, f"{defect.repro}: deterministic for some verdicts only"
     repro = _load(ROOT / defect.repro)
+    arguments = {name: request.getfixturevalue(name) for name in inspect.signature(repro.main).parameters}
     try:
-        repro.main()
+        repro.main(**arguments)
     except AssertionError as exc:
         if defect.deterministic:
             raise AssertionError(
-                f"{defect.contender}, {defect.clause}: the deterministic repro {defect.repro} no longer shows "
-                f"the defect ({exc}); if the SDK fixed it, drop the Defect and regenerate docs/ecosystem.md"
+                f"{', '.join(f'{d.contender}: {d.clause}' for d in defects)}: the deterministic repro "
+                f"{defect.repro} no longer shows the defect ({exc}); if the SDK fixed it, drop the Defect and "
+                "regenerate docs/ecosystem.md"
             ) from exc
         pytest.xfail(f"the race was not provoked this run (measured miss rate {defect.miss_rate}): {exc}")
 
@@ -117,3 +131,13 @@ def test_every_defect_names_a_contender_a_clause_and_a_repro(sdk: str, module: A
         assert path.is_file(), f"{d.contender}, {d.clause}: the repro {d.repro} does not exist"
         assert "def main(" in path.read_text(encoding="utf-8"), f"{d.repro} has no main()"
         assert d.deterministic or d.miss_rate, f"{d.repro}: a provoked race must state its measured miss rate"
+
+
+def test_a_missing_sdk_skips_outside_ci_naming_the_install_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.SimpleNamespace(REQUIRES=("storetest_no_such_sdk",), INSTALL="pip install -e '.[fake]'")
+    monkeypatch.setattr(sys.modules[__name__], "_IN_CI", False)
+    with pytest.raises(pytest.skip.Exception, match=r"no module named 'storetest_no_such_sdk'.*\.\[fake\]"):
+        _require(module, "fake")
+    monkeypatch.setattr(sys.modules[__name__], "_IN_CI", True)
+    with pytest.raises(pytest.fail.Exception, match="must not be skipped"):
+        _require(module, "fake")
