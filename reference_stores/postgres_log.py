@@ -22,8 +22,8 @@ How it keeps each PostgreSQL fact that breaks naive log stores, and the log cont
   ids and all of the parents are there upserts the session's row in
   ``storetest_log_sessions`` (which locks it until commit and reserves the batch's
   positions, ``length``) and inserts the batch; it returns the ids it found, from which
-  :func:`~storetest.entries.check_batch` names the refusal. Checks that need no
-  database (an id twice in the batch, a parent later in it) run before it is sent.
+  :func:`~storetest.entries.check_batch` names the refusal. (A batch holding an id
+  twice is refused whatever the session holds: it only reads the ids and refuses.)
   The lookup reads the statement's snapshot, taken before the lock: a refusal is what
   the log held at that instant (ids are never removed, so it stays true), and an id
   that lands between the snapshot and the lock is caught by the unique key, which
@@ -108,12 +108,15 @@ INSERT INTO storetest_log_sessions (session, length) VALUES ($1, $2)
 ON CONFLICT (session) DO NOTHING
 RETURNING length
 """
+_KNOWN_IDS = "SELECT id FROM storetest_log_entries WHERE session = $1 AND id = ANY($2::bytea[])"
+
 #: How many times an append runs its statement when a racing writer's id or a
 #: serialization failure made the statement fail (see the module docstring).
 APPEND_ATTEMPTS = 3
 
-# $3 the batch's ids, $4 the parents outside the batch (distinct). Writes only if none
-# of $3 and all of $4 are in the session; returns those of them that are.
+# $3 the batch's ids (none twice), $4 the parents not earlier in the batch (distinct).
+# Writes only if none of $3 and all of $4 are in the session, which is exactly when
+# check_batch passes given what it returns: those of them the session has.
 _APPEND = """
 WITH known AS (
     SELECT id FROM storetest_log_entries WHERE session = $1 AND id = ANY($3::bytea[] || $4::bytea[])
@@ -155,17 +158,6 @@ class _Found:
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self.ids
-
-
-class _Outside:
-    """Every id but the batch's own: :func:`check_batch` then checks only the batch
-    itself (an id twice in it, a parent later in it), leaving the session to the statement."""
-
-    def __init__(self, ids: set[str]) -> None:
-        self.ids = ids
-
-    def __contains__(self, entry_id: object) -> bool:
-        return entry_id not in self.ids
 
 
 async def _autocommitted(conn: Any, query: str, args: Sequence[Any], deadline: _Deadline) -> list[Any]:
@@ -221,14 +213,17 @@ class PostgresLogStore:
         batch = check_entries(entries)
         if not batch:
             return
-        ids = {e.id for e in batch}
-        # What needs no database, first: an id twice in the batch, a parent later in it.
-        check_batch(session, batch, _Outside(ids))
-        outside = sorted({e.parent_id for e in batch if e.parent_id is not None and e.parent_id not in ids})
+        # The parents the session must have: those not earlier in the batch.
+        earlier: set[str] = set()
+        needed: set[str] = set()
+        for e in batch:
+            if e.parent_id is not None and e.parent_id not in earlier:
+                needed.add(e.parent_id)
+            earlier.add(e.id)
         key = session.encode("utf-8")
         times = [encode_time(e.created_at) for e in batch]
         args = (
-            key, len(batch), [e.id.encode("utf-8") for e in batch], [p.encode("utf-8") for p in outside],
+            key, len(batch), [e.id.encode("utf-8") for e in batch], [p.encode("utf-8") for p in sorted(needed)],
             [None if e.parent_id is None else e.parent_id.encode("utf-8") for e in batch],
             [us for us, _ in times], [offset for _, offset in times],
             [e.kind for e in batch], [encode_payload(e) for e in batch],
@@ -236,6 +231,12 @@ class PostgresLogStore:
         deadline = _Deadline(self._timeout)
         try:
             async with _pooled(self._pool, "append to", session, deadline) as conn:
+                if len(earlier) < len(batch):
+                    # An id twice in the batch: refused whatever the session holds, by the
+                    # check that names the first fault given what the session holds.
+                    rows = await conn.fetch(_KNOWN_IDS, key, args[2] + args[3], timeout=deadline.left())
+                    check_batch(session, batch, _Found({r["id"].decode("utf-8") for r in rows}))
+                    raise AssertionError("check_batch passed a batch holding an id twice")
                 for attempt in range(1, APPEND_ATTEMPTS + 1):
                     try:
                         rows = await _autocommitted(conn, _APPEND, args, deadline)
