@@ -117,10 +117,11 @@ def _same(result: Any) -> Any:
     return result
 
 
-def _fill_ours(store: Any, run: Callable[[Any], Any], session: str, work: _Workload, n: int) -> None:
+def _fill_ours(store: Any, run: Callable[[Any], Any], session: str, work: _Workload, n: int,
+               prefix: str = "") -> None:
     for start in range(0, n, 500):
         batch = [Entry.message(i, p, datetime.now(UTC), m) for i, p, m in work.take(session, min(500, n - start))]
-        run(store.append(session, batch))
+        run(store.append(prefix + session, batch))
 
 
 # -- JSONL: ours against pi-mono ------------------------------------------------------
@@ -355,10 +356,20 @@ class OursSqlite:
 # -- PostgreSQL: ours against PostgresSaver ---------------------------------------------
 
 
-class OursPostgres:
-    name = "ours: PostgresLogStore (asyncpg)"
+async def _keep(conn: Any) -> None:
+    """A pool ``reset`` that sends nothing (see OursPostgres)."""
 
-    def __init__(self, runner: asyncio.Runner, url: str, work: _Workload, long: int) -> None:
+
+class OursPostgres:
+    """Ours on an asyncpg pool of one connection. asyncpg's pool resets a connection as
+    it is given back (``SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET
+    ALL``), a round trip of its own after every call; with ``reset_on_release=False``
+    the pool is given ``reset=_keep``, which sends nothing, as ``PostgresSaver``'s one
+    connection sends nothing between calls (safe only where nothing leaves session
+    state behind on the pool's connections)."""
+
+    def __init__(self, runner: asyncio.Runner, url: str, work: _Workload, long: int,
+                 reset_on_release: bool = True) -> None:
         import asyncpg
 
         from reference_stores.postgres_log import SCHEMA, PostgresLogStore
@@ -367,11 +378,15 @@ class OursPostgres:
         # Filled through a pool of its own with synchronous_commit off; timed on another.
         filler = runner.run(_opened(asyncpg.create_pool(url, min_size=1, max_size=1,
                                                         server_settings={"synchronous_commit": "off"})))
-        runner.run(filler.execute(SCHEMA))
+        runner.run(filler.execute(SCHEMA))  # idempotent
+        # Each of ours on its own sessions of the one database.
+        self.prefix = "" if reset_on_release else "kept-"
         for session, n, source in _sessions(work, long):
-            _fill_ours(PostgresLogStore(filler), runner.run, session, source, n)
+            _fill_ours(PostgresLogStore(filler), runner.run, session, source, n, self.prefix)
         runner.run(filler.close())
-        self.pool = runner.run(_opened(asyncpg.create_pool(url, min_size=1, max_size=1)))
+        self.name = "ours: PostgresLogStore (asyncpg pool" + ("" if reset_on_release else ", no reset") + ")"
+        self.pool = runner.run(_opened(asyncpg.create_pool(
+            url, min_size=1, max_size=1, **({} if reset_on_release else {"reset": _keep}))))
         self.store = PostgresLogStore(self.pool)
         self.work = work
 
@@ -383,7 +398,8 @@ class OursPostgres:
 
         async def timed() -> float:
             started = time.perf_counter()
-            await self.store.append(session, [Entry.message(entry_id, parent, datetime.now(UTC), message)])
+            entry = Entry.message(entry_id, parent, datetime.now(UTC), message)
+            await self.store.append(self.prefix + session, [entry])
             return time.perf_counter() - started
 
         return self.runner.run(timed()) * 1000
@@ -391,7 +407,7 @@ class OursPostgres:
     def load(self) -> tuple[float, int]:
         async def timed() -> tuple[float, int]:
             started = time.perf_counter()
-            entries = await self.store.entries("load")
+            entries = await self.store.entries(self.prefix + "load")
             return time.perf_counter() - started, len(entries)
 
         elapsed, n = self.runner.run(timed())
@@ -471,11 +487,12 @@ def report(title: str, contenders: list[Any], times: dict[str, dict[str, list[fl
     for c in contenders:
         m = med[c.name]
         lines.append(f"| {c.name} | {m[SHORT]:.3f} | {m[LONG]:.3f} | {m[LONG] / m[SHORT]:.2f}x | {m['load']:.1f} |")
-    ours, *peers = contenders
-    for peer in peers:
-        a, b = med[ours.name], med[peer.name]
+    *ours, peer = contenders
+    for mine in ours:
+        a, b = med[mine.name], med[peer.name]
+        label = mine.name.removeprefix("ours: ")
         lines.append(
-            f"| ours / {peer.name.split(' (')[0]} | {a[SHORT] / b[SHORT]:.2f}x | {a[LONG] / b[LONG]:.2f}x | | "
+            f"| {label} / {peer.name.split(' (')[0]} | {a[SHORT] / b[SHORT]:.2f}x | {a[LONG] / b[LONG]:.2f}x | | "
             f"{a['load'] / b['load']:.2f}x |"
         )
     return "\n".join(lines)
@@ -534,16 +551,18 @@ def postgres_section(args: argparse.Namespace, work: _Workload) -> str:
         server = server_durability("postgres", url)
         ours = OursPostgres(runner, url, _Workload(work.messages), args.long)
         stack.callback(ours.close)
+        kept = OursPostgres(runner, url, _Workload(work.messages), args.long, reset_on_release=False)
+        stack.callback(kept.close)
         try:
             peer = LangGraphPostgres(url, _Workload(work.messages), args.long)
         except Skipped as exc:
             return f"#### PostgreSQL\n\n({exc})"
         stack.callback(peer.close)
-        found = {c.name: c.durability() for c in (ours, peer)}
-        if found[ours.name] != found[peer.name] or found[ours.name] != "synchronous_commit=on":
+        found = {c.name: c.durability() for c in (ours, kept, peer)}
+        if set(found.values()) != {"synchronous_commit=on"}:
             raise RuntimeError(f"the contenders' durability differs: {found}")
-        times = measure([ours, peer], args.repeats, args.loads, args.long)
-        return report("PostgreSQL 15: ours against PostgresSaver, durable", [ours, peer], times,
+        times = measure([ours, kept, peer], args.repeats, args.loads, args.long)
+        return report("PostgreSQL 15: ours against PostgresSaver, durable", [ours, kept, peer], times,
                       f"server {server}; both connections {found[ours.name]}", args.repeats, args.long, before)
 
 
