@@ -40,7 +40,13 @@ Durability, the same for every contender of a section and read back:
   durable=True)``: fsync, ``synchronous_commit``, ``full_page_writes`` on), read back
   from the server and ``SHOW synchronous_commit`` on both contenders' connections. Ours
   on asyncpg on the event loop (timed inside the coroutine), ``PostgresSaver`` on its
-  psycopg connection (``autocommit``, as ``from_conn_string`` makes it).
+  psycopg connection (``autocommit``, as ``from_conn_string`` makes it). Ours runs
+  twice, on sessions of its own: on an asyncpg pool as ``create_pool`` makes it, which
+  resets a connection as it is given back (a round trip after every call), and on a
+  pool given a ``reset`` that sends nothing, as PostgresSaver's one connection sends
+  nothing between calls.
+
+The figures are ratios from one run on a shared machine; each table says the load.
 """
 
 from __future__ import annotations
@@ -459,8 +465,12 @@ def measure(contenders: list[Any], repeats: int, loads: int, long: int) -> dict[
     every = max(1, repeats // max(1, loads))
     for r in range(repeats):
         k = r % len(contenders)
+        # The session order flips every full rotation of the contenders, so that each
+        # contender meets every (place, order) pair: with both flipping every round, one
+        # session always came right after the same contender's other one.
+        flip = (r // len(contenders)) % 2
         for contender in contenders[k:] + contenders[:k]:
-            for session in (SHORT, LONG) if r % 2 else (LONG, SHORT):
+            for session in (SHORT, LONG) if flip else (LONG, SHORT):
                 times[contender.name][session].append(contender.append(session))
             if r % every == every - 1 and len(times[contender.name]["load"]) < loads:
                 ms, n = contender.load()

@@ -16,6 +16,14 @@ How it keeps each file-system fact that breaks naive log stores:
   (the entries and their ids, and how many bytes of the file they came from), built
   by the first call and then brought up to date, under the lock, from the bytes
   appended since (by any process). An append reads only those bytes.
+- *A load must not cost more than the parse*: the bytes are read as the store's own
+  lines, each parsed once by the C JSON scanner and its entry and message built
+  without re-running the value checks (:func:`~storetest.codec.decode_trusted_json`,
+  the cyclic collector paused); ids, parents, times and kinds are still checked, and
+  anything off (a line that is not whole JSON, a field missing, an id twice) sends
+  the read to the checked reader, which reads every field as ``Entry`` checks it and
+  names the bad line. A field of the wrong type deep inside a message is what the
+  fast reader does not see (as :func:`~storetest.codec.decode_trusted`).
 - *Durability is a choice*: with ``fsync=True`` (the default) an append ``fsync``\\ s the
   file (and the directory, when the file is new) before it returns. With
   ``fsync=False`` a process crash still loses nothing acknowledged (the kernel has the

@@ -36,6 +36,7 @@ How it keeps each PostgreSQL fact that breaks naive log stores, and the log cont
   NOTHING``, so of two racing creates the second waits for the first and finds its
   row.
 - *Appends must not cost O(log length)*: no step reads the log; each is a B-tree probe.
+  A load decodes the rows as the store's own, as :mod:`reference_stores.sqlite_log` does.
 
 Lost connections are handled as in :mod:`reference_stores.postgres` (whose helpers this
 module uses): the error that broke the transaction reaches the caller as

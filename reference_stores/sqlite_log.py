@@ -19,6 +19,9 @@ How it keeps each SQLite fact that breaks naive log stores, and the log contract
   lookups (``UNIQUE (session, id)``), and the next ``seq`` is ``max(seq) + 1`` from the
   ``(session, seq)`` key: O(log n) B-tree probes, nothing read in full.
 - *Times*: microseconds since the epoch and the UTC offset, two integers.
+- *A load*: rows are decoded as the store's own (:func:`~reference_stores._entry_codec.trusted_entry`,
+  :func:`~storetest.codec.decode_trusted`, the cyclic collector paused); a payload that
+  is not JSON of its kind's shape, or an unknown kind, is still refused as corrupt.
 
 Durability: WAL mode with ``synchronous=FULL`` (the default, ``durable=True``): a
 commit is on disk when ``append`` returns. ``durable=False`` uses ``synchronous=NORMAL``:
