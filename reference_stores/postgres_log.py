@@ -16,22 +16,34 @@ How it keeps each PostgreSQL fact that breaks naive log stores, and the log cont
   epoch (``created_us``) and the UTC offset in seconds (``utc_offset``), both exact.
 - *Row order is unspecified without ``ORDER BY``*: entries are read ``ORDER BY seq``,
   a per-session position assigned under a row lock, never a time.
-- *READ COMMITTED*: an append first upserts the session's row in
-  ``storetest_log_sessions``, which locks it until commit and reserves the batch's
-  positions (``length``); appends and creates on one session therefore run one at a
-  time, and each one's later statements see everything the previous lock holder
-  committed. Ids and parents are then checked with one indexed lookup of only the
-  batch's ids (``UNIQUE (session, id)`` backs it), and the batch inserted with one
-  statement. A batch is one transaction, and a read one statement (one snapshot), so
-  no reader sees half a batch. A create inserts the session row with ``ON CONFLICT DO
-  NOTHING``: of two racing creates, the second waits for the first and finds its row.
+- *An append is one statement* (:data:`_APPEND`, one round trip and one commit, as
+  ``autocommit``): it looks up which of the batch's ids and outside parents the session
+  has (one indexed lookup, ``UNIQUE (session, id)`` backs it), and only if none of the
+  ids and all of the parents are there upserts the session's row in
+  ``storetest_log_sessions`` (which locks it until commit and reserves the batch's
+  positions, ``length``) and inserts the batch; it returns the ids it found, from which
+  :func:`~storetest.entries.check_batch` names the refusal. (A batch holding an id
+  twice is refused whatever the session holds: it only reads the ids and refuses.)
+  The lookup reads the statement's snapshot, taken before the lock: a refusal is what
+  the log held at that instant (ids are never removed, so it stays true), and an id
+  that lands between the snapshot and the lock is caught by the unique key, which
+  fails the whole statement; the store then runs it again (up to
+  :data:`APPEND_ATTEMPTS` times, as it does on a serialization failure under a stricter
+  isolation level), and the new snapshot refuses it by name. The upsert always locks
+  and updates the newest row version, so positions never collide. A statement is
+  atomic and a read one statement (one snapshot), so no reader sees half a batch. A
+  create is a transaction: it inserts the session row with ``ON CONFLICT DO
+  NOTHING``, so of two racing creates the second waits for the first and finds its
+  row.
 - *Appends must not cost O(log length)*: no step reads the log; each is a B-tree probe.
+  A load decodes the rows as the store's own, as :mod:`reference_stores.sqlite_log` does.
 
 Lost connections are handled as in :mod:`reference_stores.postgres` (whose helpers this
 module uses): the error that broke the transaction reaches the caller as
 :class:`~storetest.contract.StoreError`, and a connection lost after COMMIT was sent
-raises :class:`~storetest.contract.OutcomeUnknown`; and every call is bounded by
-``timeout`` seconds as the transcript store's are.
+(for an append: after its statement was sent, since it commits by itself) raises
+:class:`~storetest.contract.OutcomeUnknown`; and every call is bounded by ``timeout``
+seconds as the transcript store's are.
 """
 
 from __future__ import annotations
@@ -39,13 +51,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reference_stores._entry_codec import decode_payload, decode_time, encode_payload, encode_time
+import asyncpg
+
+from reference_stores._entry_codec import (
+    decode_time,
+    decode_trusted_payload,
+    encode_payload,
+    encode_time,
+    gc_paused,
+    trusted_entry,
+)
 from reference_stores.postgres import (
     _BACKEND_ERRORS,
     DEFAULT_TIMEOUT,
     _CommitLost,
     _Deadline,
     _fail,
+    _InTransaction,
+    _is_closed,
     _outcome_unknown,
     _pooled,
     _transaction,
@@ -54,7 +77,7 @@ from reference_stores.postgres import (
 from storetest.contract import StoreError, check_session_id
 from storetest.entries import Entry, check_batch, check_create, check_entries
 
-__all__ = ["SCHEMA", "PostgresLogStore"]
+__all__ = ["APPEND_ATTEMPTS", "SCHEMA", "PostgresLogStore"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS storetest_log_sessions (
@@ -87,12 +110,41 @@ ON CONFLICT (session) DO NOTHING
 RETURNING length
 """
 _KNOWN_IDS = "SELECT id FROM storetest_log_entries WHERE session = $1 AND id = ANY($2::bytea[])"
+
+#: How many times an append runs its statement when a racing writer's id or a
+#: serialization failure made the statement fail (see the module docstring).
+APPEND_ATTEMPTS = 3
+
+# $3 the batch's ids (none twice), $4 the parents not earlier in the batch (distinct).
+# Writes only if none of $3 and all of $4 are in the session, which is exactly when
+# check_batch passes given what it returns: those of them the session has.
+_APPEND = """
+WITH known AS (
+    SELECT id FROM storetest_log_entries WHERE session = $1 AND id = ANY($3::bytea[] || $4::bytea[])
+), reserved AS (
+    INSERT INTO storetest_log_sessions AS s (session, length)
+    SELECT $1, $2
+    WHERE NOT EXISTS (SELECT 1 FROM known WHERE id = ANY($3::bytea[]))
+      AND (SELECT count(*) FROM known WHERE id = ANY($4::bytea[])) = cardinality($4::bytea[])
+    ON CONFLICT (session) DO UPDATE SET length = s.length + $2
+    RETURNING s.length - $2 AS first
+), inserted AS (
+    INSERT INTO storetest_log_entries (session, seq, id, parent_id, created_us, utc_offset, kind, payload)
+    SELECT $1, r.first + t.n - 1, t.id, t.parent_id, t.created_us, t.utc_offset, t.kind, t.payload
+    FROM reserved AS r,
+        unnest($3::bytea[], $5::bytea[], $6::bigint[], $7::integer[], $8::text[], $9::text[])
+        WITH ORDINALITY AS t(id, parent_id, created_us, utc_offset, kind, payload, n)
+)
+SELECT id FROM known
+"""
 _INSERT = """
 INSERT INTO storetest_log_entries (session, seq, id, parent_id, created_us, utc_offset, kind, payload)
 SELECT $1, $2 + t.n - 1, t.id, t.parent_id, t.created_us, t.utc_offset, t.kind, t.payload
 FROM unnest($3::bytea[], $4::bytea[], $5::bigint[], $6::integer[], $7::text[], $8::text[])
     WITH ORDINALITY AS t(id, parent_id, created_us, utc_offset, kind, payload, n)
 """
+_RETRIED = (asyncpg.UniqueViolationError, asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
+
 _ROWS = """
 SELECT id, parent_id, created_us, utc_offset, kind, payload
 FROM storetest_log_entries WHERE session = $1 ORDER BY seq
@@ -107,6 +159,26 @@ class _Found:
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self.ids
+
+
+async def _autocommitted(conn: Any, query: str, args: Sequence[Any], deadline: _Deadline) -> list[Any]:
+    """``query``'s rows, run as a transaction of its own (the connection in no transaction,
+    so the statement commits as it ends). Once it is sent, a lost connection or a
+    timeout leaves its outcome unknown (:class:`_CommitLost`); a server's error on a
+    live connection means it rolled back."""
+    if conn.is_in_transaction():
+        raise _InTransaction(
+            "the connection is inside a transaction the application opened; "
+            "commit or roll back before the store uses it"
+        )
+    left = deadline.left()  # raising here, nothing is sent
+    try:
+        rows: list[Any] = await conn.fetch(query, *args, timeout=left)
+    except Exception as exc:
+        if _is_closed(conn) or not isinstance(exc, asyncpg.PostgresError):
+            raise _CommitLost(str(exc)) from exc
+        raise
+    return rows
 
 
 class PostgresLogStore:
@@ -142,15 +214,39 @@ class PostgresLogStore:
         batch = check_entries(entries)
         if not batch:
             return
+        # The parents the session must have: those not earlier in the batch.
+        earlier: set[str] = set()
+        needed: set[str] = set()
+        for e in batch:
+            if e.parent_id is not None and e.parent_id not in earlier:
+                needed.add(e.parent_id)
+            earlier.add(e.id)
         key = session.encode("utf-8")
+        times = [encode_time(e.created_at) for e in batch]
+        args = (
+            key, len(batch), [e.id.encode("utf-8") for e in batch], [p.encode("utf-8") for p in sorted(needed)],
+            [None if e.parent_id is None else e.parent_id.encode("utf-8") for e in batch],
+            [us for us, _ in times], [offset for _, offset in times],
+            [e.kind for e in batch], [encode_payload(e) for e in batch],
+        )
         deadline = _Deadline(self._timeout)
         try:
-            async with _pooled(self._pool, "append to", session, deadline) as conn, _transaction(conn, deadline):
-                first = await conn.fetchval(_RESERVE, key, len(batch), timeout=deadline.left())
-                asked = {e.id for e in batch} | {e.parent_id for e in batch if e.parent_id is not None}
-                rows = await conn.fetch(_KNOWN_IDS, key, [i.encode("utf-8") for i in asked], timeout=deadline.left())
-                check_batch(session, batch, _Found({bytes(r["id"]).decode("utf-8") for r in rows}))
-                await self._insert(conn, key, first, batch, deadline)
+            async with _pooled(self._pool, "append to", session, deadline) as conn:
+                if len(earlier) < len(batch):
+                    # An id twice in the batch: refused whatever the session holds, by the
+                    # check that names the first fault given what the session holds.
+                    rows = await conn.fetch(_KNOWN_IDS, key, args[2] + args[3], timeout=deadline.left())
+                    check_batch(session, batch, _Found({r["id"].decode("utf-8") for r in rows}))
+                    raise AssertionError("check_batch passed a batch holding an id twice")
+                for attempt in range(1, APPEND_ATTEMPTS + 1):
+                    try:
+                        rows = await _autocommitted(conn, _APPEND, args, deadline)
+                    except _RETRIED:
+                        if attempt == APPEND_ATTEMPTS:
+                            raise
+                        continue
+                    check_batch(session, batch, _Found({r["id"].decode("utf-8") for r in rows}))
+                    return
         except _CommitLost as exc:
             _outcome_unknown("append to", session, exc, self._timeout)
         except _BACKEND_ERRORS as exc:
@@ -166,14 +262,15 @@ class PostgresLogStore:
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc, self._timeout)
         try:
-            return [
-                Entry(bytes(r["id"]).decode("utf-8"),
-                      None if r["parent_id"] is None else bytes(r["parent_id"]).decode("utf-8"),
-                      decode_time(r["created_us"], r["utc_offset"]), r["kind"],
-                      decode_payload(r["kind"], r["payload"]))
-                for r in rows
-            ]
-        except (ValueError, KeyError, TypeError) as exc:
+            # The rows are this store's own, written from checked entries: decoded
+            # trusted, with the collector paused (see reference_stores._entry_codec).
+            with gc_paused():
+                return [
+                    trusted_entry(id_.decode("utf-8"), None if parent is None else parent.decode("utf-8"),
+                                  decode_time(us, offset), kind, decode_trusted_payload(kind, payload))
+                    for id_, parent, us, offset, kind, payload in rows
+                ]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StoreError(f"read of session {session!r} failed: a stored entry is corrupt ({exc})") from exc
 
     async def create(self, session: str, entries: Sequence[Entry]) -> bool:

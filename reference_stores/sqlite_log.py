@@ -19,6 +19,9 @@ How it keeps each SQLite fact that breaks naive log stores, and the log contract
   lookups (``UNIQUE (session, id)``), and the next ``seq`` is ``max(seq) + 1`` from the
   ``(session, seq)`` key: O(log n) B-tree probes, nothing read in full.
 - *Times*: microseconds since the epoch and the UTC offset, two integers.
+- *A load*: rows are decoded as the store's own (:func:`~reference_stores._entry_codec.trusted_entry`,
+  :func:`~storetest.codec.decode_trusted`, the cyclic collector paused); a payload that
+  is not JSON of its kind's shape, or an unknown kind, is still refused as corrupt.
 
 Durability: WAL mode with ``synchronous=FULL`` (the default, ``durable=True``): a
 commit is on disk when ``append`` returns. ``durable=False`` uses ``synchronous=NORMAL``:
@@ -36,7 +39,14 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Final
 
-from reference_stores._entry_codec import decode_payload, decode_time, encode_payload, encode_time
+from reference_stores._entry_codec import (
+    decode_time,
+    decode_trusted_payload,
+    encode_payload,
+    encode_time,
+    gc_paused,
+    trusted_entry,
+)
 from storetest.contract import StoreError, check_session_id
 from storetest.entries import Entry, check_batch, check_create, check_entries
 
@@ -162,15 +172,17 @@ class SQLiteLogStore:
     def entries(self, session: str) -> list[Entry]:
         """Every entry in append order; ``[]`` for a session never used."""
         session = check_session_id(session)
-        with self._operation(f"read of session {session!r}") as conn:
-            rows = conn.execute(_ROWS, (session.encode("utf-8"),)).fetchall()
         try:
-            return [
-                Entry(bytes(id_).decode("utf-8"), None if parent is None else bytes(parent).decode("utf-8"),
-                      decode_time(us, offset), kind, decode_payload(kind, payload))
-                for id_, parent, us, offset, kind, payload in rows
-            ]
-        except (ValueError, KeyError, TypeError) as exc:
+            # The rows are this store's own, written from checked entries: decoded
+            # trusted, with the collector paused (see reference_stores._entry_codec).
+            with self._operation(f"read of session {session!r}") as conn, gc_paused():
+                rows = conn.execute(_ROWS, (session.encode("utf-8"),)).fetchall()
+                return [
+                    trusted_entry(id_.decode("utf-8"), None if parent is None else parent.decode("utf-8"),
+                                  decode_time(us, offset), kind, decode_trusted_payload(kind, payload))
+                    for id_, parent, us, offset, kind, payload in rows
+                ]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StoreError(f"read of session {session!r} failed: a stored entry is corrupt ({exc})") from exc
 
     def create(self, session: str, entries: Sequence[Entry]) -> bool:

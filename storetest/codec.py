@@ -39,6 +39,7 @@ __all__ = [
     "decode_message",
     "decode_messages",
     "decode_trusted",
+    "decode_trusted_json",
     "encode_message",
     "encode_messages",
     "trusted_text_message",
@@ -215,6 +216,33 @@ def trusted_text_message(role: str, text: str) -> Message:
     return message
 
 
+def _trusted_message(raw: Any) -> Message:
+    content = raw["content"]
+    if type(content) is str:
+        return trusted_text_message(raw["role"], content)
+    message = _new(Message)
+    _set_role(message, raw["role"])
+    _set_content(message, tuple([_trusted_part(p) for p in content]))
+    return message
+
+
+def decode_trusted_json(raw: Any) -> Message:
+    """:func:`decode_trusted` of text the caller has already parsed with ``json``: for a
+    store whose records hold an encoded message inside a larger JSON document it wrote
+    itself (a JSONL line), so the message is not parsed twice. The same checks, and the
+    same trust: a missing field or an unknown content type raises, a field of the wrong
+    type goes unnoticed.
+
+    :raises CodecError: ``raw`` is not an encoded message's shape.
+    """
+    try:
+        return _trusted_message(raw)
+    except CodecError:
+        raise
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise CodecError(f"not an encoded message ({exc}): {str(raw)[:80]!r}") from None
+
+
 def decode_trusted(text: str | bytes) -> Message:
     """The message :func:`encode_message` turned into ``text``, for text the caller
     wrote itself (a store reading back its own rows).
@@ -244,13 +272,7 @@ def decode_trusted(text: str | bytes) -> Message:
         raw, end = _scan(text, 0)
         if end != len(text):
             raise CodecError(f"not an encoded message (data after the JSON): {text[:80]!r}")
-        content = raw["content"]
-        if type(content) is str:
-            return trusted_text_message(raw["role"], content)
-        message = _new(Message)
-        _set_role(message, raw["role"])
-        _set_content(message, tuple([_trusted_part(p) for p in content]))
-        return message
+        return _trusted_message(raw)
     except CodecError:
         raise
     except StopIteration:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storetest import CodecError, Message, decode_message, encode_message
-from storetest.codec import decode_trusted, trusted_text_message
+from storetest.codec import decode_trusted, decode_trusted_json, trusted_text_message
 from storetest.contract import ROLES, Text
 from storetest.strategies import messages
 
@@ -69,6 +69,19 @@ def test_trusted_decoding_gives_the_same_message(message: Message) -> None:
 def test_trusted_decoding_still_refuses_what_is_not_a_message(garbage: str | bytes) -> None:
     with pytest.raises(CodecError):
         decode_trusted(garbage)
+
+
+@given(messages)
+def test_trusted_decoding_of_parsed_json_gives_the_same_message(message: Message) -> None:
+    """For a store whose records embed the encoded message in a larger JSON document."""
+    assert decode_trusted_json(json.loads(encode_message(message))) == message
+
+
+@pytest.mark.parametrize("garbage", [[], "text", {"role": "user"}, {"role": "user", "content": [{"type": "video"}]},
+                                     {"role": "user", "content": [{"text": "no type"}]}, None])
+def test_trusted_decoding_of_parsed_json_refuses_what_is_not_a_message(garbage: object) -> None:
+    with pytest.raises(CodecError):
+        decode_trusted_json(garbage)
 
 
 def test_only_the_public_decoder_checks_values() -> None:

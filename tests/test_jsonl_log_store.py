@@ -264,3 +264,99 @@ def test_a_kill_during_the_first_write_leaves_no_session_file(tmp_path: Path) ->
         JsonlLogStore(directory).append("s", [msg("after")] if not got else [msg("after", "e19")])
         assert JsonlLogStore(directory).entries("s")[-1].id == "after"
     assert landed > 0, "no kill landed inside a first write: the test proved nothing"
+
+
+def _varied() -> list[list[Entry]]:
+    """Batches of every kind and odd values: NUL and non-ASCII ids, every content type,
+    times at the edges, custom JSON kept byte for byte."""
+    from storetest.contract import Attachment, Text, ToolCall, ToolResult
+    from tests.test_log_stores import EDGE_ENTRIES
+
+    calls = Message("assistant", (ToolCall("c\u2028", "f", '{"z":1, "a":[1, 2],"z":3}'), Text("\x00\u2029é")))
+    results = Message("tool", (ToolResult("c\u2028", "out\n", True), Attachment("image/png", bytes(range(256)))))
+    return [
+        [msg("m0"), Entry.meta("m\x001", "m0", T0, calls), Entry.message("ü", "m\x001", T0, results)],
+        [*EDGE_ENTRIES],
+        [Entry.message("q\"\\", "ü", T0, Message.text("system", ""))],
+        [msg("one", None)],
+    ]
+
+
+def test_the_fast_reader_reads_exactly_what_the_checked_reader_reads(tmp_path: Path) -> None:
+    """A load reads the store's own lines the fast way (one scan per line, entries built
+    without their checks) and falls back to the checked reader when anything is off.
+    Cut anywhere (torn tails, half batches, the header alone), a file must read the
+    same both ways: entries, bytes consumed and whole lines, from the start and from
+    any whole batch on."""
+    from reference_stores import jsonl_log
+
+    store = JsonlLogStore(tmp_path, fsync=False)
+    for batch in _varied():
+        store.append("s", batch)
+    data = session_path(tmp_path, "s").read_bytes()
+    ends = [i + 1 for i, b in enumerate(data) if b == ord("\n")]
+    cuts = sorted({c + d for c in ends for d in (-1, 0, 1)} | {len(data)})
+    index = jsonl_log._Index(tmp_path / "x", False)
+    for cut in cuts:
+        for start, lines_before in ((0, 0), (ends[0], 1)):
+            if cut < start:
+                continue
+            chunk = data[start:cut]
+            fast = jsonl_log._read_trusted(chunk, lines_before, "s", set())
+            checked = jsonl_log._read_checked(chunk, lines_before, "s", set(), index, tmp_path / "x")
+            assert fast == checked, f"cut at byte {cut} of {len(data)}, from byte {start}"
+    assert jsonl_log._read_trusted(data, 0, "s", set()) is not None  # the fast way was taken
+
+
+def test_lines_are_what_the_json_encoder_makes_of_the_entry(tmp_path: Path) -> None:
+    """The common line is formatted directly, not through ``json.dumps`` of a dict; it
+    must be the same bytes, so files read the same whoever wrote them."""
+    from reference_stores import jsonl_log
+    from storetest.codec import encode_message
+
+    for batch in _varied():
+        for more in (False, True):
+            for entry in batch:
+                if not isinstance(entry.payload, Message):
+                    continue
+                head = {"type": entry.kind, "id": entry.id, "parentId": entry.parent_id,
+                        "timestamp": entry.created_at.isoformat(timespec="microseconds")}
+                if more:
+                    head["more"] = True
+                text = json.dumps(head, ensure_ascii=False, separators=(",", ":"))
+                expected = text[:-1] + ',"message":' + encode_message(entry.payload) + "}\n"
+                assert jsonl_log._line(entry, more) == expected
+
+
+def test_a_line_only_the_checked_reader_accepts_still_reads(tmp_path: Path) -> None:
+    """Whitespace around a line's JSON (an editor's doing) is valid JSON the fast reader
+    does not take: the checked reader reads the file instead, and nothing is lost."""
+    store = JsonlLogStore(tmp_path)
+    store.append("s", chain("e", 3))
+    path = session_path(tmp_path, "s")
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = b"  " + lines[2] + b" "
+    path.write_bytes(b"\n".join(lines))
+    assert [e.id for e in JsonlLogStore(tmp_path).entries("s")] == ["e0", "e1", "e2"]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_load_gives_the_collector_back_as_it_found_it(tmp_path: Path, enabled: bool) -> None:
+    """A load pauses the cyclic garbage collector; afterwards (also when the read
+    fails) it is on exactly if it was on before."""
+    import gc
+
+    store = JsonlLogStore(tmp_path)
+    store.append("s", chain("e", 3))
+    path = session_path(tmp_path, "s")
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        JsonlLogStore(tmp_path).entries("s")
+        assert gc.isenabled() is enabled
+        path.write_bytes(path.read_bytes().replace(b'"e1"', b'"e1'))
+        with pytest.raises(LogCorrupted):
+            JsonlLogStore(tmp_path).entries("s")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

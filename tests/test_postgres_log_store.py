@@ -123,3 +123,102 @@ def test_errors_name_the_operation_and_the_session(storetest_postgres_url: str) 
             await store.entries("gone")
 
     run(main)
+
+
+def test_a_refused_append_reserves_nothing_and_an_application_transaction_is_refused(
+    storetest_postgres_url: str,
+) -> None:
+    """An append is one autocommitted statement that writes only when its checks pass: a
+    refused one must leave no session row behind (a row with a length would make the
+    next ``create`` return False for a session with no entries), and it must not run
+    inside a transaction the application left open (the app's ROLLBACK would undo it)."""
+    async def main() -> tuple[Any, ...]:
+        pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)
+        try:
+            async with pool.acquire() as conn:
+                await conn.execute(SCHEMA)
+            store = PostgresLogStore(pool)
+            session = f"refused-{secrets.token_hex(4)}"
+            with pytest.raises(ValueError, match="has parent 'nowhere'"):
+                await store.append(session, [msg("a", "nowhere")])
+            await store.append(session, [msg("b")])
+            with pytest.raises(ValueError, match="the session already has"):
+                await store.append(session, [msg("c", "b"), msg("b")])
+            row = await pool.fetchval(
+                "SELECT length FROM storetest_log_sessions WHERE session = $1", session.encode())
+            fresh = f"fresh-{secrets.token_hex(4)}"
+            with pytest.raises(ValueError):
+                await store.append(fresh, [msg("x", "nowhere")])
+            created = await store.create(fresh, [msg("x")])
+
+            class InTransaction:
+                def __init__(self, conn: Any) -> None:
+                    self.conn = conn
+
+                def acquire(self, timeout: float | None = None) -> Any:
+                    outer = self
+
+                    class _Held:
+                        async def __aenter__(self) -> Any:
+                            return outer.conn
+
+                        async def __aexit__(self, *_: object) -> None:
+                            return None
+
+                    return _Held()
+
+            async with pool.acquire() as conn:
+                tx = conn.transaction()
+                await tx.start()
+                with pytest.raises(StoreError, match="inside a transaction the application opened"):
+                    await PostgresLogStore(InTransaction(conn)).append(session, [msg("d", "b")])
+                await tx.rollback()
+            return row, created, [e.id for e in await store.entries(session)]
+        finally:
+            await pool.close()
+
+    length, created, ids = run(main)
+    assert (length, created, ids) == (1, True, ["b"])
+
+
+def test_a_refused_append_names_the_fault_check_batch_names(storetest_postgres_url: str) -> None:
+    """The append checks on the server, in its one statement, and names the refusal
+    from the ids it found: every bad batch must be refused with the very message
+    ``check_batch`` gives with the whole session at hand (the memory store's), including
+    the batches whose fault depends on both the batch and the session."""
+    from reference_stores.memory_log import MemoryLogStore
+
+    bad = [
+        [msg("x", "nowhere")],
+        [msg("a")],
+        [msg("x", "a"), msg("x", "a")],
+        [msg("x", "nowhere"), msg("x")],
+        [msg("x", "y"), msg("y")],
+        [msg("x", "a"), msg("y", "z"), msg("z")],
+        [msg("x", "b"), msg("b")],
+    ]
+
+    async def main() -> list[tuple[str, str]]:
+        pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)
+        try:
+            async with pool.acquire() as conn:
+                await conn.execute(SCHEMA)
+            ours, model = PostgresLogStore(pool), MemoryLogStore()
+            session = f"named-{secrets.token_hex(4)}"
+            for store in (ours, model):
+                await store.append(session, [msg("a"), msg("b", "a")])
+            found = []
+            for batch in bad:
+                said = []
+                for store in (ours, model):
+                    with pytest.raises(ValueError) as caught:
+                        await store.append(session, batch)
+                    said.append(str(caught.value))
+                found.append((said[0], said[1]))
+            assert [e.id for e in await ours.entries(session)] == ["a", "b"]
+            return found
+        finally:
+            await pool.close()
+
+    for ours_said, model_said in run(main):
+        assert ours_said == model_said
