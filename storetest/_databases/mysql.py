@@ -228,6 +228,11 @@ def _start_local(directory: Path, server: str, install: str, *, durable: bool = 
     directory.mkdir(parents=True, exist_ok=True)
     datadir = directory / "data"
     install_log = directory / "install.log"
+    # A temp dir of its own (install's bootstrap server too, through TMPDIR): a starting
+    # server deletes every "#sql*" file in its tmpdir (/tmp by default), the temporary
+    # tables of every other server using it.
+    tmpdir = directory / "tmp"
+    tmpdir.mkdir(exist_ok=True)
     with open(install_log, "wb") as log:
         done = subprocess.run(
             [
@@ -241,6 +246,7 @@ def _start_local(directory: Path, server: str, install: str, *, durable: bool = 
             stdout=log,
             stderr=subprocess.STDOUT,
             check=False,
+            env={**os.environ, "TMPDIR": str(tmpdir)},
         )
     if done.returncode != 0:
         raise Unavailable(f"{install} failed (exit {done.returncode}):\n{_tail(install_log)}")
@@ -263,6 +269,7 @@ def _start_local(directory: Path, server: str, install: str, *, durable: bool = 
                     f"--port={port}",
                     "--bind-address=127.0.0.1",
                     f"--log-error={error_log}",
+                    f"--tmpdir={tmpdir}",
                     f"--pid-file={directory / 'server.pid'}",
                     "--skip-log-bin",
                     "--skip-name-resolve",

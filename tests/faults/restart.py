@@ -366,8 +366,9 @@ def account_stranded(ledger: SteerLedger, receipts: list[list[str]] | None, prob
             stranded.append(steers)
     blind = sum(1 for steers in ledger.unknown_takes if not steers)
     if len(stranded) > blind:
+        # (Worded without "raised": the error tally counts the problems that say it.)
         problems.append(f"{len(stranded)} receipts hold steers no take returned, but only {blind} takes "
-                        "raised OutcomeUnknown without steers")
+                        "ended in OutcomeUnknown without steers")
     ledger.unknown_takes += stranded
     return {"takes that raised OutcomeUnknown without steers": blind,
             "steers left in the receipts of such takes": sum(map(len, stranded))}
