@@ -49,7 +49,7 @@ seconds as the transcript store's are.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncpg
 
@@ -66,6 +66,7 @@ from reference_stores.postgres import (
     DEFAULT_TIMEOUT,
     _CommitLost,
     _Deadline,
+    _describe,
     _fail,
     _InTransaction,
     _is_closed,
@@ -74,7 +75,7 @@ from reference_stores.postgres import (
     _transaction,
     check_timeout,
 )
-from storetest.contract import StoreError, check_session_id
+from storetest.contract import OutcomeUnknown, StoreError, check_session_id
 from storetest.entries import Entry, check_batch, check_create, check_entries
 
 __all__ = ["APPEND_ATTEMPTS", "SCHEMA", "PostgresLogStore"]
@@ -159,6 +160,20 @@ class _Found:
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self.ids
+
+
+def _statement_unknown(operation: str, session: str, lost: _CommitLost, timeout: float) -> NoReturn:
+    """:func:`~reference_stores.postgres._outcome_unknown` for a statement that commits
+    by itself: what was sent is the statement, not a COMMIT."""
+    cause = lost.__cause__ if lost.__cause__ is not None else lost
+    what = (
+        "its statement (which commits by itself) got no answer within the store's timeout"
+        if isinstance(cause, TimeoutError)
+        else "the connection to PostgreSQL was lost after its statement (which commits by itself) was sent"
+    )
+    raise OutcomeUnknown(
+        f"{operation} session {session!r} may or may not have taken effect: {what} ({_describe(cause, timeout)})"
+    ) from cause
 
 
 async def _autocommitted(conn: Any, query: str, args: Sequence[Any], deadline: _Deadline) -> list[Any]:
@@ -248,7 +263,7 @@ class PostgresLogStore:
                     check_batch(session, batch, _Found({r["id"].decode("utf-8") for r in rows}))
                     return
         except _CommitLost as exc:
-            _outcome_unknown("append to", session, exc, self._timeout)
+            _statement_unknown("append to", session, exc, self._timeout)
         except _BACKEND_ERRORS as exc:
             _fail("append to", session, exc, self._timeout)
 

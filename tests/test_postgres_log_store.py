@@ -222,3 +222,36 @@ def test_a_refused_append_names_the_fault_check_batch_names(storetest_postgres_u
 
     for ours_said, model_said in run(main):
         assert ours_said == model_said
+
+
+def test_an_append_without_an_answer_is_an_unknown_outcome(storetest_postgres_url: str) -> None:
+    """An append is a statement that commits by itself: once it is sent, no answer
+    within the timeout (here it waits on the session row, locked by another
+    transaction) means it may have landed, which only ``OutcomeUnknown`` says; the
+    handle works again afterwards."""
+    from storetest.contract import OutcomeUnknown
+
+    async def main() -> list[str]:
+        pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=2)
+        blocker = await asyncpg.connect(storetest_postgres_url)
+        try:
+            async with pool.acquire() as conn:
+                await conn.execute(SCHEMA)
+            session = f"stalled-{secrets.token_hex(4)}"
+            store = PostgresLogStore(pool, timeout=0.5)
+            await store.append(session, [msg("a")])
+            tx = blocker.transaction()
+            await tx.start()
+            await blocker.execute("SELECT 1 FROM storetest_log_sessions WHERE session = $1 FOR UPDATE",
+                                  session.encode())
+            with pytest.raises(OutcomeUnknown, match=rf"append to session '{session}' may or may not have taken "
+                               r"effect: its statement \(which commits by itself\) got no answer"):
+                await store.append(session, [msg("b", "a")])
+            await tx.rollback()
+            await store.append(session, [msg("c", "a")])
+            return [e.id for e in await store.entries(session)]
+        finally:
+            await blocker.close()
+            await pool.close()
+
+    assert run(main) in (["a", "c"], ["a", "b", "c"])
