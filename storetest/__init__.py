@@ -53,6 +53,7 @@ from storetest.contract import (
 )
 
 if TYPE_CHECKING:
+    from storetest.adk_binding import adk_sessions
     from storetest.failures import ConformanceFailure, Violation
     from storetest.item_binding import item_sessions, owned
     from storetest.plugin import run_conformance
@@ -81,6 +82,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "Violation",
+    "adk_sessions",
     "check",
     "check_messages",
     "check_session_id",
@@ -108,6 +110,7 @@ _LAZY = {
     "Violation": "storetest.failures",
     "item_sessions": "storetest.item_binding",
     "owned": "storetest.item_binding",
+    "adk_sessions": "storetest.adk_binding",
 }
 
 

@@ -37,6 +37,8 @@ CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     "log": ("append", "entries", "create"),
     # An item history (an agent SDK's session), through storetest.item_binding.
     "items": ("get_items", "add_items", "pop_item", "clear_session"),
+    # A Google ADK session service, through storetest.adk_binding.
+    "adk": ("create_session", "get_session", "list_sessions", "append_event", "delete_session"),
 }
 
 #: Threads a plain store is driven from at once; enough for every race.

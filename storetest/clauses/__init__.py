@@ -16,6 +16,8 @@
   SDK's session): exact items, order, limits, pop, clear, isolation, replicas;
 - :mod:`~storetest.clauses.item_races`: pops, clears and batches racing;
 - :mod:`~storetest.clauses.item_model`: the item-history state machine;
+- :mod:`~storetest.clauses.adk`: Google ADK session services (the ``adk`` capability):
+  exclusive create, verbatim events, scoped state, isolation, replicas;
 - :mod:`~storetest.clauses.idle`: data kept over an idle time (opt-in).
 
 A clause takes a ``Target`` (the store, maybe a replica, the event loop, profile and
@@ -32,7 +34,7 @@ from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
 TOPICS = (
     "content", "transcripts", "steers", "replicas", "model",
     "logs", "log_races", "log_operations", "log_model",
-    "items", "item_races", "item_model", "idle",
+    "items", "item_races", "item_model", "adk", "idle",
 )
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")

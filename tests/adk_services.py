@@ -1,0 +1,76 @@
+"""A correct Google ADK session service for the tests, in memory, in under 60 lines:
+one backend per directory (both handles of a clause share it), a lock per backend,
+copies in and out, state by scope, ``temp:`` trimmed by ADK's base class."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.sessions import BaseSessionService, Session
+from google.adk.sessions.base_session_service import ListSessionsResponse
+
+from storetest import adk_sessions
+
+_BACKENDS: dict[str, tuple[asyncio.AbstractEventLoop, Any]] = {}
+
+
+class MemorySessionService(BaseSessionService):  # type: ignore[misc]
+    def __init__(self, tmp_path: Path) -> None:
+        loop, known = asyncio.get_running_loop(), _BACKENDS.get(str(tmp_path))
+        if known is None or known[0] is not loop:  # an asyncio.Lock belongs to one loop
+            known = _BACKENDS[str(tmp_path)] = (loop, (asyncio.Lock(), {}, {}, {}))
+        self.lock, self.sessions, self.apps, self.users = known[1]
+
+    def _view(self, s: Session, events: bool = True) -> Session:
+        state = {**s.state, **{f"app:{k}": v for k, v in self.apps.get(s.app_name, {}).items()},
+                 **{f"user:{k}": v for k, v in self.users.get((s.app_name, s.user_id), {}).items()}}
+        return copy.deepcopy(s.model_copy(update={"state": state, "events": s.events if events else []}))
+
+    def _apply(self, app: str, user: str, own: dict[str, Any], delta: dict[str, Any]) -> None:
+        for key, value in copy.deepcopy(delta).items():
+            scope, _, name = key.partition(":")
+            target = {"app": self.apps.setdefault(app, {}), "user": self.users.setdefault((app, user), {})}
+            if scope in target and name:
+                target[scope][name] = value
+            elif scope != "temp" or not name:
+                own[key] = value
+
+    async def create_session(self, *, app_name: str, user_id: str, state: Any = None, session_id: Any = None) -> Any:
+        async with self.lock:
+            await asyncio.sleep(0)  # a round trip: racing callers run here
+            if (app_name, user_id, session_id) in self.sessions:
+                raise AlreadyExistsError(f"session {session_id!r} already exists")
+            s = Session(app_name=app_name, user_id=user_id, id=session_id, state={}, last_update_time=0.0)
+            self._apply(app_name, user_id, s.state, state or {})
+            self.sessions[(app_name, user_id, session_id)] = s
+            return self._view(s)
+
+    async def get_session(self, *, app_name: str, user_id: str, session_id: str, config: Any = None) -> Any:
+        async with self.lock:
+            s = self.sessions.get((app_name, user_id, session_id))
+            return None if s is None else self._view(s)
+
+    async def list_sessions(self, *, app_name: str, user_id: Any = None) -> Any:
+        async with self.lock:
+            return ListSessionsResponse(sessions=[self._view(s, events=False) for (a, u, _), s in
+                                                  self.sessions.items() if a == app_name and u in (user_id, None)])
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        async with self.lock:
+            self.sessions.pop((app_name, user_id, session_id), None)
+
+    async def append_event(self, session: Session, event: Any) -> Any:
+        event = await super().append_event(session, event)  # trims temp: keys from the delta
+        async with self.lock:
+            await asyncio.sleep(0)
+            s = self.sessions[(session.app_name, session.user_id, session.id)]
+            s.events.append(copy.deepcopy(event))
+            self._apply(s.app_name, s.user_id, s.state, event.actions.state_delta if event.actions else {})
+            return event
+
+
+memory_adk = adk_sessions(MemorySessionService)
