@@ -144,7 +144,8 @@ class AdkSessions:
         service: Any = None
         try:
             service = await enter_factory(self.label, self.factory, fixtures, closers)
-            yield AdkService(service, self.label)
+            # Named after the service's class, so a report names what it judged.
+            yield type(type(service).__name__, (AdkService,), {})(service, self.label)
         finally:
             errors: list[BaseException] = []
             steps = [functools.partial(_close, service)] + [functools.partial(close_factory, c)

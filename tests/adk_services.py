@@ -1,6 +1,6 @@
-"""A correct Google ADK session service for the tests, in memory, in under 60 lines:
-one backend per directory (both handles of a clause share it), a lock per backend,
-copies in and out, state by scope, ``temp:`` trimmed by ADK's base class."""
+"""A correct Google ADK session service, in memory, in under 60 lines: a backend per
+directory (a clause's two handles share it), one lock, copies in and out, state kept
+by scope; ADK's base class trims ``temp:`` keys from an event before it is stored."""
 
 from __future__ import annotations
 
@@ -18,58 +18,55 @@ from storetest import adk_sessions
 _BACKENDS: dict[str, tuple[asyncio.AbstractEventLoop, Any]] = {}
 
 
-class MemorySessionService(BaseSessionService):  # type: ignore[misc]
+class MemorySessionService(BaseSessionService):
     def __init__(self, tmp_path: Path) -> None:
         loop, known = asyncio.get_running_loop(), _BACKENDS.get(str(tmp_path))
         if known is None or known[0] is not loop:  # an asyncio.Lock belongs to one loop
-            known = _BACKENDS[str(tmp_path)] = (loop, (asyncio.Lock(), {}, {}, {}))
-        self.lock, self.sessions, self.apps, self.users = known[1]
+            known = _BACKENDS[str(tmp_path)] = (loop, (asyncio.Lock(), {}, {}))
+        self.lock, self.sessions, self.scopes = known[1]
 
     def _view(self, s: Session, events: bool = True) -> Session:
-        state = {**s.state, **{f"app:{k}": v for k, v in self.apps.get(s.app_name, {}).items()},
-                 **{f"user:{k}": v for k, v in self.users.get((s.app_name, s.user_id), {}).items()}}
+        app, user = self.scopes.get(("app", s.app_name), {}), self.scopes.get(("user", s.app_name, s.user_id), {})
+        state = {**s.state, **{f"app:{k}": v for k, v in app.items()}, **{f"user:{k}": v for k, v in user.items()}}
         return copy.deepcopy(s.model_copy(update={"state": state, "events": s.events if events else []}))
 
-    def _apply(self, app: str, user: str, own: dict[str, Any], delta: dict[str, Any]) -> None:
+    def _apply(self, s: Session, delta: dict[str, Any]) -> None:
         for key, value in copy.deepcopy(delta).items():
             scope, _, name = key.partition(":")
-            target = {"app": self.apps.setdefault(app, {}), "user": self.users.setdefault((app, user), {})}
-            if scope in target and name:
-                target[scope][name] = value
+            if scope in ("app", "user") and name:
+                where = ("app", s.app_name) if scope == "app" else ("user", s.app_name, s.user_id)
+                self.scopes.setdefault(where, {})[name] = value
             elif scope != "temp" or not name:
-                own[key] = value
+                s.state[key] = value
 
     async def create_session(self, *, app_name: str, user_id: str, state: Any = None, session_id: Any = None) -> Any:
         async with self.lock:
             await asyncio.sleep(0)  # a round trip: racing callers run here
             if (app_name, user_id, session_id) in self.sessions:
                 raise AlreadyExistsError(f"session {session_id!r} already exists")
-            s = Session(app_name=app_name, user_id=user_id, id=session_id, state={}, last_update_time=0.0)
-            self._apply(app_name, user_id, s.state, state or {})
-            self.sessions[(app_name, user_id, session_id)] = s
+            s = self.sessions[app_name, user_id, session_id] = Session(app_name=app_name, user_id=user_id,
+                                                                      id=session_id, last_update_time=0.0)
+            self._apply(s, state or {})
             return self._view(s)
 
     async def get_session(self, *, app_name: str, user_id: str, session_id: str, config: Any = None) -> Any:
-        async with self.lock:
-            s = self.sessions.get((app_name, user_id, session_id))
-            return None if s is None else self._view(s)
+        s = self.sessions.get((app_name, user_id, session_id))
+        return None if s is None else self._view(s)
 
     async def list_sessions(self, *, app_name: str, user_id: Any = None) -> Any:
-        async with self.lock:
-            return ListSessionsResponse(sessions=[self._view(s, events=False) for (a, u, _), s in
-                                                  self.sessions.items() if a == app_name and u in (user_id, None)])
+        return ListSessionsResponse(sessions=[self._view(s, events=False) for (a, u, _), s in self.sessions.items()
+                                              if a == app_name and user_id in (u, None)])
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        async with self.lock:
-            self.sessions.pop((app_name, user_id, session_id), None)
+        self.sessions.pop((app_name, user_id, session_id), None)
 
     async def append_event(self, session: Session, event: Any) -> Any:
         event = await super().append_event(session, event)  # trims temp: keys from the delta
         async with self.lock:
             await asyncio.sleep(0)
-            s = self.sessions[(session.app_name, session.user_id, session.id)]
+            s = self.sessions[session.app_name, session.user_id, session.id]
             s.events.append(copy.deepcopy(event))
-            self._apply(s.app_name, s.user_id, s.state, event.actions.state_delta if event.actions else {})
+            self._apply(s, event.actions.state_delta)
             return event
 
 

@@ -23,6 +23,7 @@ from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
 from storetest import item_sessions
 from storetest.clauses import CLAUSES
+from tests.adk_services import memory_adk
 from tests.broken_stores import BrokenStore, diagnoses, mysql_variants, redis_variants, registry, run_clause
 from tests.item_histories import sqlite_sessions
 
@@ -106,6 +107,8 @@ _CONTROLS = {
     # The SQLite history: the process variant changes it, and it passes every item clause.
     "item": BrokenStore("sqlite-items-control", "none", "-", "unknown_session_is_empty", "-",
                         item_sessions(sqlite_sessions)),
+    # The correct memory ADK service, which each ADK variant changes in one place.
+    "adk": BrokenStore("memory-adk-control", "none", "-", "unknown_session_is_empty", "-", memory_adk),
 }
 
 

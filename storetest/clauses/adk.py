@@ -176,8 +176,8 @@ def adk_events_keep_nul_characters(t: Target) -> None:
             if session is RAISED:
                 continue
             form = stored_form(ev)
-            if not check.call(str(p), f"append_event() of an event with a NUL in a {what}",
-                              t.store.call("append_event", session, ev)) is RAISED:
+            if check.call(str(p), f"append_event() of an event with a NUL in a {what}",
+                              t.store.call("append_event", session, ev)) is not RAISED:
                 expect_events(check, p, [form], _get(check, t.store, p), f"a NUL in a {what}: ")
 
 
@@ -330,8 +330,10 @@ def adk_state_deltas_apply_by_scope(t: Target) -> None:
             users.setdefault((p.app, p.user), {}).update(copy.deepcopy(u))
             owns.setdefault(name, {}).update(copy.deepcopy(own))
 
-        initial = {"a": {"n": 1, "f": 1.0, "app:theme": "dark", "user:lang": "de", "temp:secret": "t0"},
-                   "b": {"n": 2}, "other user": {"user:lang": "fr"}, "other app": {"app:theme": "light"}}
+        initial: dict[str, dict[str, Any]] = {
+            "a": {"n": 1, "f": 1.0, "app:theme": "dark", "user:lang": "de", "temp:secret": "t0"},
+            "b": {"n": 2}, "other user": {"user:lang": "fr"}, "other app": {"app:theme": "light"},
+        }
         for name, state in initial.items():
             sessions[name] = _create(check, t.store, places[name], copy.deepcopy(state))
             if sessions[name] is RAISED:

@@ -59,4 +59,32 @@ CONTENDERS = [
               "credentials and the network"),
 ]
 
-DEFECTS: list[Defect] = []
+_MEMORY, _SQLITE = "InMemorySessionService", "SqliteSessionService (file)"
+_DB_SQLITE, _DB_POSTGRES = "DatabaseSessionService (SQLite, aiosqlite)", "DatabaseSessionService (PostgreSQL, asyncpg)"
+_RACE = ("below 1 in 10,000: every one of 200 rounds on SQLite and 100 on PostgreSQL failed (598 of 800 and "
+         "300 of 400 first calls), and the repro tries up to 10 rounds")
+
+DEFECTS = [
+    Defect(_MEMORY, "adk_sessions_are_isolated", "session ids stripped of spaces: 'abc ' is session 'abc' (its "
+           "create raises AlreadyExistsError, its read returns 'abc''s events)",
+           "tests/ecosystem/repros/adk/in_memory_ids_stripped.py", True),
+    Defect(_SQLITE, "adk_sessions_are_isolated", "session ids stripped of spaces: 'abc ' is session 'abc'",
+           "tests/ecosystem/repros/adk/sqlite_ids_stripped.py", True),
+    Defect(_SQLITE, "adk_events_keep_append_order", "events read in timestamp order: an event appended with an "
+           "earlier timestamp (a replica's clock behind) comes back before those appended before it",
+           "tests/ecosystem/repros/adk/sqlite_order_by_timestamp.py", True),
+    Defect(_DB_SQLITE, "adk_events_keep_append_order", "events read by timestamp, then id: events of one clock "
+           "tick come back in the order of their ids", "tests/ecosystem/repros/adk/database_order.py", True),
+    Defect(_DB_SQLITE, "adk_first_calls_on_a_fresh_backend_succeed", "services starting together on a fresh "
+           "database fail their first calls ('table adk_internal_metadata already exists')",
+           "tests/ecosystem/repros/adk/database_fresh_backend.py", False, _RACE),
+    Defect(_DB_POSTGRES, "adk_events_keep_nul_characters", "a NUL in an event's text, argument or state is refused "
+           "('unsupported Unicode escape sequence', jsonb); SQLite keeps it",
+           "tests/ecosystem/repros/adk/database_postgres_nul.py", True),
+    Defect(_DB_POSTGRES, "adk_events_keep_append_order", "events read by timestamp, then id: events of one clock "
+           "tick come back in the order of their ids", "tests/ecosystem/repros/adk/database_postgres_order.py", True),
+    Defect(_DB_POSTGRES, "adk_first_calls_on_a_fresh_backend_succeed", "services starting together on a fresh "
+           "database fail their first calls ('duplicate key value violates unique constraint "
+           "pg_type_typname_nsp_index')", "tests/ecosystem/repros/adk/database_postgres_fresh_backend.py", False,
+           _RACE),
+]

@@ -1,0 +1,175 @@
+"""Broken ADK session services: the correct memory service of ``tests/adk_services.py``
+changed in one place each, to carry one bug a session service can have."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.sessions import Session
+
+from storetest import adk_sessions
+from tests.adk_services import MemorySessionService
+from tests.broken_stores import BrokenStore
+
+
+class CreateChecksThenInserts(MemorySessionService):
+    """Checks that the id is free, then inserts, with a round trip between and no lock."""
+
+    async def create_session(self, *, app_name: str, user_id: str, state: Any = None, session_id: Any = None) -> Any:
+        if (app_name, user_id, session_id) in self.sessions:
+            raise AlreadyExistsError(f"session {session_id!r} already exists")
+        await asyncio.sleep(0)  # the INSERT's round trip
+        s = self.sessions[app_name, user_id, session_id] = Session(app_name=app_name, user_id=user_id,
+                                                                  id=session_id, last_update_time=0.0)
+        self._apply(s, state or {})
+        return self._view(s)
+
+
+class StateAppliedTwice(MemorySessionService):
+    """Applies a delta when the event is appended, and again from the stored events when
+    the session is read: an older event's ``app:`` value beats another session's newer one."""
+
+    def _view(self, s: Session, events: bool = True) -> Session:
+        view = super()._view(s, events)
+        for e in s.events:
+            view.state.update({k: v for k, v in (e.actions.state_delta or {}).items()})
+        return view
+
+
+class TempKeysStored(MemorySessionService):
+    """Stores the event as given: its ``temp:`` keys stay in the delta and in the state."""
+
+    async def append_event(self, session: Session, event: Any) -> Any:
+        async with self.lock:
+            s = self.sessions[session.app_name, session.user_id, session.id]
+            s.events.append(copy.deepcopy(event))
+            for key, value in event.actions.state_delta.items():
+                s.state[key] = value
+            session.events.append(event)
+            return event
+
+
+class IdsStripped(MemorySessionService):
+    """Strips spaces from session ids (as ADK's InMemorySessionService does)."""
+
+    async def create_session(self, *, app_name: str, user_id: str, state: Any = None, session_id: Any = None) -> Any:
+        return await super().create_session(app_name=app_name, user_id=user_id, state=state,
+                                            session_id=session_id.strip())
+
+    async def get_session(self, *, app_name: str, user_id: str, session_id: str, config: Any = None) -> Any:
+        return await super().get_session(app_name=app_name, user_id=user_id, session_id=session_id.strip())
+
+
+class OrderedByTimestamp(MemorySessionService):
+    """Reads events ordered by their timestamp (ties by id), not in the order appended."""
+
+    def _view(self, s: Session, events: bool = True) -> Session:
+        view = super()._view(s, events)
+        view.events.sort(key=lambda e: (e.timestamp, e.id))
+        return view
+
+
+class DeleteByPrefix(MemorySessionService):
+    """Deletes every session whose id starts with the given one (``LIKE 'id%'``)."""
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        for key in [k for k in self.sessions if k[:2] == (app_name, user_id) and k[2].startswith(session_id)]:
+            del self.sessions[key]
+
+
+class ListsTheApp(MemorySessionService):
+    """Lists every session of the app, whoever its user."""
+
+    async def list_sessions(self, *, app_name: str, user_id: Any = None) -> Any:
+        return await super().list_sessions(app_name=app_name, user_id=None)
+
+
+class StaleCopyWrittenBack(MemorySessionService):
+    """Stores the caller's session object with the new event: the events another caller
+    appended since that object was read are lost."""
+
+    async def append_event(self, session: Session, event: Any) -> Any:
+        event = await super(MemorySessionService, self).append_event(session, event)
+        async with self.lock:
+            s = self.sessions[session.app_name, session.user_id, session.id]
+            s.events = copy.deepcopy(session.events)
+            return event
+
+
+class TimestampsInMilliseconds(MemorySessionService):
+    """Keeps an event's timestamp to the millisecond (a ``DATETIME(3)`` column)."""
+
+    async def append_event(self, session: Session, event: Any) -> Any:
+        event = await super().append_event(session, event)
+        async with self.lock:
+            stored = self.sessions[session.app_name, session.user_id, session.id].events[-1]
+            stored.timestamp = round(stored.timestamp, 3)
+            return event
+
+
+class CachedPerService(MemorySessionService):
+    """Keeps the sessions it has read in a cache of its own, updated by its own appends only."""
+
+    async def get_session(self, *, app_name: str, user_id: str, session_id: str, config: Any = None) -> Any:
+        cache = self.__dict__.setdefault("cache", {})
+        key = (app_name, user_id, session_id)
+        if key not in cache:
+            cache[key] = await super().get_session(app_name=app_name, user_id=user_id, session_id=session_id)
+        return copy.deepcopy(cache[key])
+
+
+class TablesCreatedOnFirstUse(MemorySessionService):
+    """Creates its tables on first use, checking first: racing first calls both create."""
+
+    async def _tables(self) -> None:
+        if not self.scopes.get("created"):
+            await asyncio.sleep(0)  # CREATE TABLE's round trip
+            if self.scopes.get("created"):
+                raise RuntimeError("table sessions already exists")
+            self.scopes["created"] = True
+
+    async def create_session(self, **kwargs: Any) -> Any:
+        await self._tables()
+        return await super().create_session(**kwargs)
+
+    async def get_session(self, **kwargs: Any) -> Any:
+        await self._tables()
+        return await super().get_session(**kwargs)
+
+
+def _broken(name: str, bug: str, wild: str, clause: str, diagnosis: str, cls: type, racy: bool = False) -> BrokenStore:
+    return BrokenStore(name, bug, wild, clause, diagnosis, adk_sessions(cls), racy=racy)
+
+
+BROKEN = [
+    _broken("adk-create-check-then-insert", "create_session checks that the id is free, then inserts",
+            "a SELECT then an INSERT with no unique key or lock", "adk_create_with_an_id_is_exclusive",
+            "checks for the id, then inserts", CreateChecksThenInserts, racy=True),
+    _broken("adk-state-applied-twice", "a delta applied on append and again from the events on read",
+            "state rebuilt by replaying events over stored scopes", "adk_state_deltas_apply_by_scope",
+            "state differs at", StateAppliedTwice),
+    _broken("adk-temp-keys-stored", "temp: keys kept in the stored event and state",
+            "an append_event override that skips the base class", "adk_state_deltas_apply_by_scope",
+            "a temp: key was stored", TempKeysStored),
+    _broken("adk-ids-stripped", "session ids stripped of spaces", "ADK's InMemorySessionService",
+            "adk_sessions_are_isolated", "ids are merged", IdsStripped),
+    _broken("adk-ordered-by-timestamp", "events read in timestamp order", "ORDER BY timestamp, id",
+            "adk_events_keep_append_order", "different order than appended", OrderedByTimestamp),
+    _broken("adk-delete-by-prefix", "delete_session removes every id it prefixes", "DELETE ... WHERE id LIKE 'x%'",
+            "adk_delete_removes_only_that_session", "deleting another session changed this one", DeleteByPrefix),
+    _broken("adk-list-the-app", "list_sessions ignores the user", "a query filtered by app only",
+            "adk_list_sessions_lists_the_users", "not list exactly the user's sessions", ListsTheApp),
+    _broken("adk-stale-copy-written-back", "append_event stores the caller's stale events list",
+            "a document store writing the whole session back", "adk_stale_session_append_loses_nothing",
+            "lost", StaleCopyWrittenBack),
+    _broken("adk-timestamps-in-milliseconds", "event timestamps kept to the millisecond", "a DATETIME(3) column",
+            "adk_events_round_trip_exactly", "timestamp", TimestampsInMilliseconds),
+    _broken("adk-cached-per-service", "a per-service cache of sessions read", "a cache in front of the database",
+            "adk_replicas_see_each_others_appends", "read through the", CachedPerService),
+    _broken("adk-tables-on-first-use", "tables created on first use by check-then-create",
+            "CREATE TABLE without IF NOT EXISTS", "adk_first_calls_on_a_fresh_backend_succeed",
+            "already exists", TablesCreatedOnFirstUse, racy=True),
+]
