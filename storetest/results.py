@@ -22,7 +22,7 @@ Outcome = Literal["passed", "failed", "skipped", "not claimed", "error"]
 SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not claimed": "n/c", "error": "ERROR"}
 
 #: What a report calls a capability when its key is not plain English.
-CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history"}
+CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history", "adk": "ADK session service"}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ NAMES = [c.name for c in CLAUSES]
 STEER_CLAUSES = {c.name for c in CLAUSES if "steers" in c.needs}
 LOG_CLAUSES = {c.name for c in CLAUSES if "log" in c.needs}  # an entry-log store's
 ITEM_CLAUSES = {c.name for c in CLAUSES if "items" in c.needs}  # an item history's
+ITEM_CLAUSES |= {c.name for c in CLAUSES if "adk" in c.needs}  # and an ADK session service's
 IDLE_CLAUSES = {c.name for c in CLAUSES if c.idle}  # opt-in: skipped without idle=
 
 

@@ -57,11 +57,14 @@ LOGS = [c.name for c in CLAUSES if "log" in c.needs]
 SELECTION = "isolated or store_matches_model or unknown_session or replicas_share or steers or log"
 #: The item clauses that selection picks (the others are never named).
 ITEMS = [c.name for c in CLAUSES if "items" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
-NOT_CLAIMED = f"not claimed: steers ({len(STEERS)} clauses), entry log ({len(LOGS)}), item history ({len(ITEMS)})"
+ADK = [c.name for c in CLAUSES if "adk" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
+NOT_CLAIMED = (f"not claimed: steers ({len(STEERS)} clauses), entry log ({len(LOGS)}), item history ({len(ITEMS)}), "
+               f"ADK session service ({len(ADK)})")
 #: Under pytest, which collects no unclaimed clause, the line counts them all, whatever -k selects.
 ALL_ITEMS = [c.name for c in CLAUSES if "items" in c.needs]
+ALL_ADK = [c.name for c in CLAUSES if "adk" in c.needs]
 NOT_CLAIMED_ANY_K = (f"not claimed: steers ({len(STEERS)} clauses), entry log ({len(LOGS)}), "
-                     f"item history ({len(ALL_ITEMS)})")
+                     f"item history ({len(ALL_ITEMS)}), ADK session service ({len(ALL_ADK)})")
 
 
 @pytest.fixture(scope="module")

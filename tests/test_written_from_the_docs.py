@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_a_store_written_from_the_docs_passes() -> None:
     report = storetest.check(make_store, make_replica, name="json_file_store")
     assert report.ok, str(report)
-    # It keeps transcripts and steers, not an entry log nor an item history: those clauses are not claimed.
-    log_clauses = sum(bool(c.needs & {"log", "items"}) for c in storetest.clauses.CLAUSES)
+    # It keeps transcripts and steers, not an entry log, an item history nor an ADK service: not claimed.
+    log_clauses = sum(bool(c.needs & {"log", "items", "adk"}) for c in storetest.clauses.CLAUSES)
     idle_clauses = sum(c.idle for c in storetest.clauses.CLAUSES)  # opt-in, skipped without idle=
     assert report.count("passed") == len(report.results) - log_clauses - idle_clauses
     assert report.count("not claimed") == log_clauses

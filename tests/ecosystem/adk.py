@@ -1,8 +1,8 @@
 """Google ADK's session services (google-adk), judged through their own public API.
 
-Each binding is one line for the author (``adk_sessions(outer factory)``); the outer
-factories are top-level functions so that the clauses opening child processes or fresh
-backends can import them. ``VertexAiSessionService`` is listed, not run: it stores
+Each binding is one line for the author (``adk_sessions(outer factory)``) over an outer
+factory defined at the top level of this module; nothing here imports ADK at import
+time (each factory imports what it needs when called). ``VertexAiSessionService`` is listed, not run: it stores
 sessions in Vertex AI Agent Engine, which needs a Google Cloud project and credentials.
 """
 
@@ -13,6 +13,15 @@ from typing import Any
 
 from storetest import adk_sessions
 from tests.ecosystem.common import Contender, Defect
+
+PROJECT = "google-adk"
+TITLE = "Google ADK (`google-adk`)"
+#: The import names the services need (tests/ecosystem/test_repros.py skips or fails without them).
+REQUIRES = ("google.adk", "sqlalchemy", "aiosqlite", "asyncpg")
+#: What installs every contender's dependencies.
+INSTALL = "pip install -e '.[adk]'"
+#: The distributions whose versions the table records.
+DISTRIBUTIONS = ("google-adk", "google-genai", "sqlalchemy", "aiosqlite", "asyncpg")
 
 _SHARED: dict[str, Any] = {}
 
@@ -49,12 +58,12 @@ database_sqlite_binding = adk_sessions(database_on_sqlite)
 database_postgres_binding = adk_sessions(database_on_postgres)
 
 CONTENDERS = [
-    Contender("InMemorySessionService", "google-adk", lambda: memory_binding),
-    Contender("SqliteSessionService (file)", "google-adk", lambda: sqlite_binding),
-    Contender("DatabaseSessionService (SQLite, aiosqlite)", "google-adk", lambda: database_sqlite_binding),
-    Contender("DatabaseSessionService (PostgreSQL, asyncpg)", "google-adk", lambda: database_postgres_binding,
+    Contender("InMemorySessionService", PROJECT, lambda: memory_binding),
+    Contender("SqliteSessionService (file)", PROJECT, lambda: sqlite_binding),
+    Contender("DatabaseSessionService (SQLite, aiosqlite)", PROJECT, lambda: database_sqlite_binding),
+    Contender("DatabaseSessionService (PostgreSQL, asyncpg)", PROJECT, lambda: database_postgres_binding,
               backends=("postgres",)),
-    Contender("VertexAiSessionService", "google-adk", None,
+    Contender("VertexAiSessionService", PROJECT, None,
               not_runnable="stores sessions in Vertex AI Agent Engine: needs a Google Cloud project, "
               "credentials and the network"),
 ]
