@@ -165,3 +165,22 @@ def test_the_clauses_send_adk_events_with_every_part_and_scope() -> None:
     assert any(p.function_response for p in parts)
     keys = {k for e in corpus("x") for k in e.actions.state_delta}
     assert {k.split(":")[0] for k in keys if ":" in k} == {"app", "user", "temp"}
+
+
+def test_the_readme_lines_drive_adks_own_services(request: pytest.FixtureRequest) -> None:
+    """The README's two lines, as they are there: each opens ADK's service (two for the
+    replica clause), the clauses run on it, and everything closes without error. (What
+    the clauses find in ADK's services is docs/ecosystem.md's business.)"""
+    from google.adk.sessions import DatabaseSessionService
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    lines = [
+        adk_sessions(lambda tmp_path: SqliteSessionService(str(tmp_path / "adk.db"))),
+        adk_sessions(lambda storetest_postgres_url: DatabaseSessionService(
+            storetest_postgres_url.replace("postgresql://", "postgresql+asyncpg://"))),
+    ]
+    clauses = ["adk_events_round_trip_exactly", "adk_replicas_see_each_others_appends"]
+    for binding in lines:
+        report = check(binding, clauses=clauses, seed=1, fixtures=request.getfixturevalue)
+        assert report.capabilities == ("adk",)
+        assert [r.outcome for r in report.results] == ["passed", "passed"], str(report)

@@ -443,7 +443,15 @@ def _refusal(t: Target, check: Check, p: _Place, error: Exception, refused: dict
         check.add(str(p), f"refusing id {p.sid!r} ({describe_exception(error)}) left the handle unusable: the next "
                   f"create failed ({describe_exception(exc)}); roll back the failed transaction")
         return
-    refused.setdefault(describe_exception(error).split(":")[0][:80], []).append(str(p))
+    refused.setdefault(_reason(error), []).append(str(p))
+
+
+def _reason(error: Exception) -> str:
+    """The exception's type and its message without a driver's wrapping: ``DBAPIError: value
+    too long for type character varying(128)``."""
+    text = describe_exception(error)
+    kind, _, message = text.partition(": ")
+    return f"{kind}: {message.rsplit(') ', 1)[-1]}"[:100]
 
 
 @clause(needs=NEEDS)
