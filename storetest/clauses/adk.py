@@ -194,8 +194,9 @@ def adk_events_keep_append_order(t: Target) -> None:
     tick = 1_800_000_000.125
     cases = {
         "one timestamp": [event("agent", texts=(f"tied {i}",), timestamp=tick) for i in range(8)],
-        "a clock 5 ms behind": [event("agent", texts=(f"skewed {i}",), timestamp=tick + (0.01 if i % 2 else 0.005)
-                                      + i * 0.0001 * (-1 if i % 2 else 1)) for i in range(6)],
+        # Two replicas alternating, the second one's clock 5 ms behind the first's.
+        "a clock 5 ms behind": [event("agent", texts=(f"skewed {i}",), timestamp=tick + i * 0.001 - 0.005 * (i % 2))
+                                for i in range(6)],
         "ADK's own timestamps": [event("agent", texts=(f"own {i}",)) for i in range(12)],
     }
     with checking(adk_events_keep_append_order, t.run) as check:
@@ -640,9 +641,10 @@ def adk_stale_session_append_loses_nothing(t: Target) -> None:
         p = _place(t, "adk-stale")
         if _create(check, t.store, p) is RAISED:
             return
-        first = stored_form(seed := event("user", texts=("before both",)))
+        before = event("user", texts=("before both",))
+        first = stored_form(before)
         fresh = _get(check, t.store, p)
-        if fresh in (None, RAISED) or not _append(check, t.store, p, fresh, seed):
+        if fresh in (None, RAISED) or not _append(check, t.store, p, fresh, before):
             return
         one, two = handles[0], handles[-1]
         mine, stale = _get(check, one, p), _get(check, two, p)
