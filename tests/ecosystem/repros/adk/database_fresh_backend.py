@@ -17,7 +17,7 @@ from pathlib import Path
 
 from google.adk.sessions import DatabaseSessionService
 
-from storetest import databases
+from storetest._backends import fresh_fixtures
 
 ROUNDS = 10
 
@@ -41,23 +41,29 @@ async def first_calls(url: str, services: int = 4) -> list[str]:
 
 
 @contextlib.contextmanager
-def fresh(backend: str) -> Iterator[str]:
-    """A new, empty database's URL for DatabaseSessionService."""
-    if backend == "postgres":
-        with databases.throwaway("postgres") as url:
-            yield url.replace("postgresql://", "postgresql+asyncpg://", 1)
+def fresh(server_url: str | None) -> Iterator[str]:
+    """A new, empty database's URL for DatabaseSessionService: a SQLite file, or with
+    ``server_url`` a new database on that PostgreSQL server."""
+    if server_url is not None:
+        with fresh_fixtures({"storetest_postgres_url": server_url}) as made:
+            yield made["storetest_postgres_url"].replace("postgresql://", "postgresql+asyncpg://", 1)
         return
     with tempfile.TemporaryDirectory() as tmp:
         yield f"sqlite+aiosqlite:///{Path(tmp) / 'adk.db'}"
 
 
-def main(backend: str = "sqlite") -> None:
+def rounds(server_url: str | None = None) -> None:
+    """Up to ``ROUNDS`` rounds on new databases; returns at the first that raised."""
     for _ in range(ROUNDS):
-        with fresh(backend) as url:
+        with fresh(server_url) as url:
             errors = asyncio.run(first_calls(url))
         if errors:  # "already exists", "duplicate key", or "Schema version not found" (read mid-creation)
             return
     raise AssertionError(f"{ROUNDS} rounds of four first calls on a fresh database all succeeded")
+
+
+def main() -> None:
+    rounds()
 
 
 if __name__ == "__main__":

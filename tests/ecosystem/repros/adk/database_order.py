@@ -10,7 +10,6 @@ from pathlib import Path
 
 from google.adk.sessions import DatabaseSessionService
 
-from storetest import databases
 from tests.ecosystem.repros.adk._order import appended_then_read
 
 T = 1_800_000_000.0
@@ -25,11 +24,12 @@ async def _run(url: str) -> None:
     assert got == ["a-second", "b-first"], f"events came back {got}, in append order"
 
 
-def main(backend: str = "sqlite") -> None:
-    if backend == "postgres":
-        with databases.throwaway("postgres") as url:
-            asyncio.run(_run(url.replace("postgresql://", "postgresql+asyncpg://", 1)))
-        return
+def run_on(url: str) -> None:
+    """The repro on the database ``url`` (a SQLAlchemy async URL)."""
+    asyncio.run(_run(url))
+
+
+def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(_run(f"sqlite+aiosqlite:///{Path(tmp) / 'adk.db'}"))
 

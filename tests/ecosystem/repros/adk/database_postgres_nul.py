@@ -5,6 +5,7 @@ Deterministic."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 from google.adk.events import Event
 from google.adk.sessions import DatabaseSessionService
@@ -16,7 +17,7 @@ from storetest import databases
 async def _run(url: str) -> None:
     service = DatabaseSessionService(url)
     try:
-        session = await service.create_session(app_name="app", user_id="u", session_id="s")
+        session = await service.create_session(app_name="app", user_id="u", session_id=f"s-{uuid.uuid4().hex}")
         event = Event(author="user", content=types.Content(role="user", parts=[types.Part(text="a\x00b")]))
         try:
             await service.append_event(session, event)
@@ -28,9 +29,12 @@ async def _run(url: str) -> None:
         await service.close()
 
 
-def main() -> None:
-    with databases.throwaway("postgres") as url:
-        asyncio.run(_run(url.replace("postgresql://", "postgresql+asyncpg://", 1)))
+def main(storetest_postgres_url: str | None = None) -> None:
+    if storetest_postgres_url is None:
+        with databases.throwaway("postgres") as url:
+            main(url)
+        return
+    asyncio.run(_run(storetest_postgres_url.replace("postgresql://", "postgresql+asyncpg://", 1)))
 
 
 if __name__ == "__main__":
