@@ -23,7 +23,15 @@ from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
 from storetest import item_sessions
 from storetest.clauses import CLAUSES
-from tests.broken_stores import BrokenStore, diagnoses, mysql_variants, redis_variants, registry, run_clause
+from tests.broken_stores import (
+    BrokenStore,
+    crash_variants,
+    diagnoses,
+    mysql_variants,
+    redis_variants,
+    registry,
+    run_clause,
+)
 from tests.item_histories import sqlite_sessions
 
 pytest_plugins = ["pytester"]
@@ -106,6 +114,9 @@ _CONTROLS = {
     # The SQLite history: the process variant changes it, and it passes every item clause.
     "item": BrokenStore("sqlite-items-control", "none", "-", "unknown_session_is_empty", "-",
                         item_sessions(sqlite_sessions)),
+    # The reference JSONL log, which three of the crash variants change in one place.
+    "crash": BrokenStore("jsonl-log-control", "none", "-", "unknown_session_is_empty", "-",
+                         crash_variants.jsonl_control, reopen=crash_variants.jsonl_control),
 }
 
 
