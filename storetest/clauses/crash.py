@@ -183,15 +183,18 @@ def crash_child(made: Callable[..., Any], fifo: str, kind: str, fixtures: dict[s
 
 
 def _limit_file_size(fixtures: dict[str, Any], offset: int) -> None:
-    largest = 0
+    # The file written last is the one the next call most likely extends.
+    latest = (0.0, 0)
     for value in fixtures.values():
         if isinstance(value, Path) and value.is_dir():
             for root, _, files in os.walk(value):
                 for name in files:
                     try:
-                        largest = max(largest, os.stat(os.path.join(root, name)).st_size)
+                        st = os.stat(os.path.join(root, name))
                     except OSError:
-                        pass
+                        continue
+                    latest = max(latest, (st.st_mtime, st.st_size))
+    largest = latest[1]
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it: then a write only fails
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
@@ -230,7 +233,7 @@ class _Run:
                 begun = child.wait_for("B", target, 5 + 20 * estimate * (target - first + 1))
                 if begun is not None:
                     if by_limit:
-                        child.wait_for_death(0.2 + 3 * estimate)
+                        child.wait_for_death(0.05 + 3 * estimate)
                     else:
                         time.sleep(rng.uniform(0, 1.5 * estimate))
         life = child.life
@@ -335,6 +338,10 @@ def _judge_saves(check: Check, run: _Run, r: Target, life: Life, k: int) -> None
     elif which in acked[:-1] or which == state.current:
         check.add(session, f"an acknowledged save is missing after a kill: the transcript is an earlier "
                   f"save's (#{which}), not that of save #{before}, which had returned", before, which)
+        return
+    elif which == -1:
+        check.add(session, f"after a kill, the transcript is empty, though save #{before} had returned: a save "
+                  "landed in part (its delete committed before its inserts)", before, [])
         return
     else:
         check.add(session, f"after a kill, the transcript is save #{which}'s, neither the last acknowledged "
