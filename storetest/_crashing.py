@@ -68,9 +68,22 @@ class Life:
         return [r for r in self.records if r["k"] == "U"]
 
 
+_SHARED: dict[tuple[str, str], Zygote] = {}
+
+
 class Zygote:
     """A spawned process that has imported ``reference`` (``module:function``, and a
     wrapper rebuilding a binding around it) and forks children on request."""
+
+    @classmethod
+    def shared(cls, reference: tuple[str, str]) -> Zygote:
+        """The one zygote of this process for ``reference``, started on first use: a
+        run of many crash clauses pays the interpreter start once. It ends with this
+        process (a daemon)."""
+        zygote = _SHARED.get(reference)
+        if zygote is None or not zygote.process.is_alive():
+            zygote = _SHARED[reference] = cls(reference)
+        return zygote
 
     def __init__(self, reference: tuple[str, str]) -> None:
         context = multiprocessing.get_context("spawn")

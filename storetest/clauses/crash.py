@@ -225,7 +225,10 @@ class _Run:
         first = self.next
         target = first + rng.randint(0, _MOST_BEFORE)
         by_limit = self.directory and rng.random() < 0.5
-        offset = rng.randint(1, max(1, _KINDS[self.kind].size(target)))
+        size = max(2, _KINDS[self.kind].size(target))
+        # Half the cuts anywhere in the call's bytes, half near their end, where its
+        # last record ends (a torn last line is the classic state a crash leaves).
+        offset = rng.randint(1, size) if rng.random() < 0.5 else size - rng.randint(1, max(1, size // 8))
         estimate = statistics.median(self.durations[-20:]) if self.durations else 0.01
         args = (self.kind, dict(self.t.fixtures), self.session, first, target if by_limit else None, offset)
         with zygote.child(_WORK, args) as child:
@@ -261,7 +264,7 @@ def _crash_clause(t: Target, fn: Callable[..., None], kind: str,
     rng = random.Random(f"{t.seed}:{fn.__name__}")
     started = time.monotonic()
     with checking(fn, t.run) as check:
-        zygote = Zygote(spawn_reference(t.reopen, "reopen factory"))
+        zygote = Zygote.shared(spawn_reference(t.reopen, "reopen factory"))
         try:
             for k in range(t.profile.crash_kills):
                 if time.monotonic() - started > t.profile.crash_seconds:
@@ -280,7 +283,6 @@ def _crash_clause(t: Target, fn: Callable[..., None], kind: str,
                 if check.violations:
                     break
         finally:
-            zygote.close()
             t.findings.append(_figures(run, time.monotonic() - started))
         if check.violations:
             check.add(run.session, "figures: " + _figures(run, time.monotonic() - started))
