@@ -184,9 +184,9 @@ def check(
                                       exists_for=c.exists_for) if c.needs - claims else
                           ClauseResult(c.name, "skipped", SKIP_NO_REPLICA.format(how=CHECK_REPLICA),
                                        promise=c.promise, topic=c.topic, exists_for=c.exists_for))
-            elif c.reopen and reopen is None:
+            elif c.reopen and reopen is None and claims is not None:
                 result = (not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise, topic=c.topic,
-                                      exists_for=c.exists_for) if claims is not None and c.needs - claims else
+                                      exists_for=c.exists_for) if c.needs - claims else
                           ClauseResult(c.name, "skipped", SKIP_NO_REOPEN.format(how=CHECK_REOPEN),
                                        promise=c.promise, topic=c.topic, exists_for=c.exists_for))
             elif c.idle and chosen.idle is None:
@@ -343,6 +343,8 @@ def _run(
                                      exists_for=c.exists_for, seconds=round(time.perf_counter() - started, 3))
             elif c.replica and replica is None:
                 result = done("skipped", SKIP_NO_REPLICA.format(how=CHECK_REPLICA))
+            elif c.reopen and reopen is None:
+                result = done("skipped", SKIP_NO_REOPEN.format(how=CHECK_REOPEN))
             else:
                 result = _verdict(c, t, done)
     except (FactoryError, StoreShapeError) as exc:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from storetest._crashing import START_TIMEOUT, Life, Zygote, record
-from storetest._harness import Handle, Target, open_target
+from storetest._harness import FactoryError, Handle, Target, open_target
 from storetest.clauses._registry import clause
 from storetest.contract import Message, OutcomeUnknown, Text
 from storetest.diagnosis import describe_log, shorten
@@ -173,12 +173,13 @@ def crash_child(made: Callable[..., Any], fifo: str, kind: str, fixtures: dict[s
                     record(fd, "U", n, steers=list(getattr(exc, "steers", []) or [])[:50])
                     break
                 except Exception as exc:
-                    record(fd, "E", n, error=shorten(describe_exception(exc), 600))
+                    record(fd, "E", n, error=describe_exception(exc)[:600])
                     break
                 record(fd, "A", n, **work.ack(n, result))
                 n += 1
     except BaseException as exc:  # opening (or closing) the store failed: said to the parent
-        record(fd, "E", n, error=shorten(describe_exception(exc), 600), opening=True)
+        cause = exc.error if isinstance(exc, FactoryError) else exc
+        record(fd, "E", n, error=describe_exception(cause)[:600], opening=True)
     time.sleep(START_TIMEOUT)  # and wait to be killed
 
 
@@ -276,10 +277,14 @@ def _crash_clause(t: Target, fn: Callable[..., None], kind: str,
                     what = ("opening the data with reopen" if error.get("opening") else
                             f"call #{error['n']}")
                     check.add(run.session, f"in the child process, {what} raised {error['error']} "
-                              f"(after {k} kills; nothing else was running)")
-                with open_target(t.clause, t.reopen, None, t.fixtures, t.profile, t.seed, t.nonce,
-                                 t.tag) as reopened:
-                    judge(check, run, reopened, life, k)
+                              f"({f'after {k} kills' if k else 'before any kill'}; nothing else was running)")
+                try:
+                    with open_target(t.clause, t.reopen, None, t.fixtures, t.profile, t.seed, t.nonce,
+                                     t.tag) as reopened:
+                        judge(check, run, reopened, life, k)
+                except FactoryError as exc:
+                    check.add(run.session, f"after kill {k + 1}, opening the data with reopen in this process "
+                              f"failed: {describe_exception(exc.error)}")
                 if check.violations:
                     break
         finally:
