@@ -51,6 +51,16 @@ def test_a_reopen_that_cannot_open_the_data_fails_the_clause() -> None:
     assert "opening the data with reopen raised RuntimeError: no such store" in result.details
 
 
+def pooled(pool: object) -> JsonlLogStore:
+    raise AssertionError("never called: its parameter cannot reach a child process")
+
+
+def test_a_reopen_given_a_live_object_is_told_to_take_a_location() -> None:
+    (result,) = check(jsonl, clauses=["log_appends_survive_a_crash"], reopen=pooled, seed=1,
+                      fixtures={"pool": lambda: None}).results
+    assert result.outcome == "failed" and "give reopen the data's location" in result.diagnosis, result
+
+
 def test_a_passing_crash_clause_reports_its_kills() -> None:
     (result,) = check(jsonl, clauses=["log_appends_survive_a_crash"], reopen=jsonl, seed=3).results
     assert result.outcome == "passed", result.details

@@ -23,6 +23,7 @@ write-behind thread), a take that returns before its delete commits.
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import re
 import resource
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from storetest._crashing import START_TIMEOUT, Life, Zygote, record
-from storetest._harness import FactoryError, Handle, Target, open_target
+from storetest._harness import FactoryError, Handle, Target, open_target, parameter_names
 from storetest.clauses._registry import clause
 from storetest.contract import Message, OutcomeUnknown, Text
 from storetest.diagnosis import describe_log, shorten
@@ -218,8 +219,14 @@ class _Run:
     lives: int = 0
 
     @property
+    def locations(self) -> dict[str, Any]:
+        """What ``reopen``'s parameters get: the values the factory got by those names."""
+        assert self.t.reopen is not None
+        return {n: self.t.fixtures[n] for n in parameter_names(self.t.reopen) if n in self.t.fixtures}
+
+    @property
     def directory(self) -> bool:
-        return any(isinstance(v, Path) and v.is_dir() for v in self.t.fixtures.values())
+        return any(isinstance(v, Path) and v.is_dir() for v in self.locations.values())
 
     def life(self, zygote: Zygote, rng: random.Random) -> Life:
         """Run one child until it dies; what it did."""
@@ -231,7 +238,7 @@ class _Run:
         # last record ends (a torn last line is the classic state a crash leaves).
         offset = rng.randint(1, size) if rng.random() < 0.5 else size - rng.randint(1, max(1, size // 8))
         estimate = statistics.median(self.durations[-20:]) if self.durations else 0.01
-        args = (self.kind, dict(self.t.fixtures), self.session, first, target if by_limit else None, offset)
+        args = (self.kind, self.locations, self.session, first, target if by_limit else None, offset)
         with zygote.child(_WORK, args) as child:
             if child.wait_for("R", first, START_TIMEOUT) is not None:
                 begun = child.wait_for("B", target, 5 + 20 * estimate * (target - first + 1))
@@ -265,6 +272,13 @@ def _crash_clause(t: Target, fn: Callable[..., None], kind: str,
     rng = random.Random(f"{t.seed}:{fn.__name__}")
     started = time.monotonic()
     with checking(fn, t.run) as check:
+        try:
+            pickle.dumps(run.locations)
+        except Exception as exc:
+            check.add(run.session, f"reopen's parameters got values a child process cannot receive "
+                      f"({describe_exception(exc)}): give reopen the data's location (a path, a URL, a "
+                      "prefix), not a live object such as a pool or a connection")
+            return
         zygote = Zygote.shared(spawn_reference(t.reopen, "reopen factory"))
         try:
             for k in range(t.profile.crash_kills):
