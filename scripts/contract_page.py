@@ -139,6 +139,18 @@ All three go through `storetest.check`, so they call factories the same way.
   connection or file handle), as a second process of the application would hold.
   Without `replica=`, the replica clauses are skipped with a reason saying how to give
   one, in the caller's terms (`--replica MODULE:FACTORY` on the command line).
+- **Reopening, for the crash clauses.** With `reopen=open_again` (`storetest check
+  --reopen MODULE:FACTORY`), the crash clauses kill a process writing through the store
+  and open the data again. `open_again` opens the data the factory's store wrote, as a
+  new handle, from *any* process: it must be a function at the top level of an
+  importable module (a child process imports it as `module:function`; a lambda is
+  refused), and its parameters are named like the factory's and receive the same values,
+  the data's location (`tmp_path`, a database URL, a Redis prefix), never a live object.
+  Often it is the factory itself (`run_conformance(make, reopen=make)`), when opening
+  creates nothing that is already there. It may be any kind of factory; each child
+  process and each check in the parent calls it once and tears it down (the children
+  never get to: they are killed). Without `reopen=` the crash clauses are skipped with a
+  reason saying how to give it.
 - **Where methods run.** An async store's methods run as tasks on the event loop the
   factory ran on (an asyncpg pool must stay on the loop that made it), many at once in
   the concurrency clauses. A plain store's methods run in threads (up to {max_threads} at once);
@@ -229,8 +241,12 @@ they are written passes every other clause. The opt-in clause [`data_survives_id
 makes it visible: `--storetest-idle SECONDS` under pytest, `storetest check --idle
 SECONDS`, or `check(idle=SECONDS)` writes, waits that long without touching the store,
 and reads back. Without it, that clause is skipped with a reason saying how to run it.
-Nor can a clause see what happens after the process ends (durability across a crash or
-a power cut): the project's own crash tests cover its reference stores.
+Nor can a clause without `reopen=` see what happens after the process ends. With it,
+the opt-in [crash clauses](#topic-crash) kill a child process writing through the store
+(by SIGKILL at a random moment inside a call, or, when the data is in a directory, at a
+random byte of a write) and open the data again: every acknowledged write must be there,
+none in part, and the next write must work. They see what a *process* crash leaves; a
+power cut or a kernel crash (data the kernel had and the disk did not) is beyond them.
 """
 
 EXIT_MEANINGS = {
@@ -591,6 +607,8 @@ def render_clauses() -> list[str]:
                 facts.append("races")
             if c.idle:
                 facts.append("opt-in (`idle=`)")
+            if c.reopen:
+                facts.append("opt-in (`reopen=`), child processes")
             out += [f'<a id="clause-{c.name}"></a>', "", f"#### `{c.name}`", "",
                     f"*{', '.join(facts)}*", "", markdown(c.doc), ""]
     return out

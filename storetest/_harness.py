@@ -224,6 +224,11 @@ class Target:
     #: handles (a fresh backend, child processes: :mod:`storetest._backends`).
     factory: Callable[..., Any] | None = None
     fixtures: Mapping[str, Any] = field(default_factory=dict)
+    #: Opens the same data anew, in any process (``check(reopen=...)``), for the crash clauses.
+    reopen: Callable[..., Any] | None = None
+    #: What a clause found that is no failure (a crash clause's kills and figures): the
+    #: diagnosis of a clause that passed.
+    findings: list[str] = field(default_factory=list)
     _counter: itertools.count[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:

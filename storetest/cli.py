@@ -33,7 +33,7 @@ from storetest.failures import describe_exception, store_frames
 from storetest.profiles import PROFILES
 from storetest.report import render, unwritable
 from storetest.results import SHOWN, Progress, Report, render_text
-from storetest.runner import SUPPLIED, check, unsupplied, with_replica_advice
+from storetest.runner import SUPPLIED, check, check_reopen, unsupplied, with_reopen_advice, with_replica_advice
 
 __all__ = ["main"]
 
@@ -101,6 +101,20 @@ def _load_file(path: str, flag: str) -> Any:
     sys.modules[name] = module  # the store's frames and its dataclasses need it there
     spec.loader.exec_module(module)
     return module
+
+
+def _reopen(args: argparse.Namespace) -> Callable[..., Any] | None:
+    """``--reopen``: an importable function, checked before the run; ``None`` without it."""
+    if not args.reopen:
+        return None
+    if args.target is None:
+        raise _Usage("--reopen needs a TARGET too")
+    reopen = _resolve(args.reopen, "--reopen")
+    try:
+        check_reopen(reopen, "--reopen")
+    except TypeError as exc:
+        raise _Usage(str(exc)) from None
+    return reopen
 
 
 def _own_frames(error: BaseException) -> str:
@@ -196,6 +210,9 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"package.module:factory or path/to/file.py:factory, a callable returning (or "
                      f"yielding) the store; default: {_DEFAULT_TARGET}")
     run.add_argument("--replica", metavar="MODULE:FACTORY", help="a callable giving a second handle on the same data")
+    run.add_argument("--reopen", metavar="MODULE:FACTORY",
+                     help="a function opening the same data from another process (its parameters named like "
+                     "the factory's): runs the crash clauses, which kill a process writing through the store")
     run.add_argument("--name", help="label for the report (default: the store's class name)")
     run.add_argument("--report", metavar="FILE", action="append", default=[],
                      help="also write the report to FILE (.json JSON, .html HTML, else Markdown); "
@@ -232,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             factory = _resolve(args.target, "TARGET")
             replica = _resolve(args.replica, "--replica") if args.replica else None
-        missing = unsupplied([factory, replica], {})
+        reopen = _reopen(args)
+        missing = unsupplied([factory, replica, reopen], {})
         if missing:
             raise _Usage(
                 f"the factory's parameter {missing[0]!r} is not something storetest check can supply "
@@ -261,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         report = check(factory, replica, clauses=clauses, profile=args.profile, seed=args.seed,
-                       nonce=args.nonce, name=args.name, progress=progress, idle=args.idle)
+                       nonce=args.nonce, name=args.name, progress=progress, idle=args.idle, reopen=reopen)
     except (TypeError, ValueError) as exc:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -270,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         print("storetest check: interrupted; no verdict", file=sys.stderr)
         return EXIT_INTERRUPTED
     report = with_replica_advice(_with_replays(report, args), "pass --replica MODULE:FACTORY")
+    report = with_reopen_advice(report, "pass --reopen MODULE:FACTORY")
     _print(report, args)
     if not report.ran:
         print(f"storetest check: the store claims none of the {len(report.results)} clauses selected; "
@@ -285,6 +304,8 @@ def _with_replays(report: Report, args: argparse.Namespace) -> Report:
         command += ["--replica", args.replica]
     if args.idle is not None:
         command += ["--idle", f"{args.idle:g}"]
+    if args.reopen:
+        command += ["--reopen", args.reopen]
     results = tuple(
         replace(r, replay=" ".join([*command, *report.replay(r.clause)])) if r.outcome in ("failed", "error")
         else r

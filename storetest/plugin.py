@@ -26,7 +26,7 @@ from storetest.failures import Violation
 from storetest.profiles import PROFILES, check_idle, profile_named
 from storetest.report import render, unwritable
 from storetest.results import ClauseResult, Progress, Report, not_claimed, render_text
-from storetest.runner import check, with_replica_advice
+from storetest.runner import check, check_reopen, with_reopen_advice, with_replica_advice
 
 __all__ = ["run_conformance"]
 
@@ -43,6 +43,8 @@ class _Spec:
     declared: frozenset[str] | None = None
     #: The clauses left out of the class because the declared store does not claim them.
     unclaimed: tuple[ClauseResult, ...] = ()
+    #: Opens the same data from another process, for the crash clauses.
+    reopen: Callable[..., Any] | None = None
 
 
 #: Classes made by run_conformance, with the line that made them, by the globals of the
@@ -57,6 +59,7 @@ def run_conformance(
     replica: Callable[..., Any] | None = None,
     name: str | None = None,
     skip: Mapping[str, str] | None = None,
+    reopen: Callable[..., Any] | None = None,
 ) -> type:
     """Add the conformance suite to the calling test module, one test per clause.
 
@@ -76,9 +79,16 @@ def run_conformance(
     :param name: the label in test ids and in the report (default: the factory's name).
     :param skip: clause names mapped to the reason they cannot run for this store;
         they are reported as skipped with that reason.
+    :param reopen: opens the data the factory's store wrote, as a new handle, from any
+        process, for the crash clauses (a child process writing through it is killed,
+        then the data is reopened and checked): a function at the top level of an
+        importable module whose parameters are named like the factory's and get the same
+        values (``tmp_path``, a database URL), often the factory itself. Without it,
+        those clauses are skipped with a reason that says so.
     :returns: the test class. Unassigned, it is collected as ``TestConformance_<name>``;
         assign it (``TestMyStore = run_conformance(...)``) to choose its name.
-    :raises TypeError: ``factory`` or ``replica`` is not callable.
+    :raises TypeError: ``factory`` or ``replica`` is not callable, or ``reopen`` is not
+        importable by a child process (a lambda, a nested function).
     :raises ValueError: ``skip`` names a clause that does not exist.
     """
     for label, fn in (("factory", factory), ("replica", replica)):
@@ -87,6 +97,7 @@ def run_conformance(
                 f"run_conformance({label}=...) must be a callable that returns a store, "
                 f"not {type(fn).__name__}; e.g. run_conformance(lambda: MyStore())"
             )
+    check_reopen(reopen, "run_conformance(reopen=...)")
     skip = dict(skip or {})
     names = [c.name for c in CLAUSES]
     unknown = sorted(set(skip) - set(names))
@@ -103,7 +114,7 @@ def run_conformance(
         not_claimed(c.name, c.needs - declared, CAPABILITIES, promise=c.promise, topic=c.topic,
                     exists_for=c.exists_for)
         for c in CLAUSES if c.needs - declared)
-    cls = _conformance_class(_Spec(factory, replica, name, skip, declared, unclaimed))
+    cls = _conformance_class(_Spec(factory, replica, name, skip, declared, unclaimed, reopen))
     caller = sys._getframe(1)
     made = _MADE.setdefault(id(caller.f_globals), (caller.f_globals, []))[1]
     taken = {c.__name__ for _, c in made}
@@ -153,12 +164,13 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
     report = check(
         spec.factory, spec.replica, clauses=[clause], profile=config.option.storetest_profile,
         seed=seed, nonce=run_nonce, name=spec.name, skip=spec.skip, fixtures=request.getfixturevalue,
-        progress=_progress_line(config), idle=config.option.storetest_idle,
+        progress=_progress_line(config), idle=config.option.storetest_idle, reopen=spec.reopen,
     )
     replay = (f"pytest '{request.node.nodeid}' --storetest-seed={seed} "
               f"--storetest-nonce={nonce} --storetest-profile={report.profile}"
               + (f" --storetest-idle={config.option.storetest_idle:g}" if config.option.storetest_idle else ""))
     report = with_replica_advice(report, "pass replica=<factory> to run_conformance")
+    report = with_reopen_advice(report, "pass reopen=<factory> to run_conformance")
     (result,) = report.results
     if result.outcome in ("failed", "error"):
         result = replace(result, replay=replay)

@@ -35,15 +35,20 @@ class Profile:
     #: Seconds ``data_survives_idle`` waits between writing and reading back; ``None``
     #: (every profile's default) leaves that opt-in clause out.
     idle: float | None = None
+    #: Child processes each crash clause kills (``reopen=`` runs them), and the seconds
+    #: after which it stops killing, whichever comes first.
+    crash_kills: int = 24
+    crash_seconds: float = 40.0
 
 
 PROFILES: Final[dict[str, Profile]] = {
     p.name: p
     for p in (
         Profile("fast", examples=20, model_steps=50, race_rounds=12, shrink_steps=40, shrink_seconds=3.0),
-        Profile("ci", examples=40, model_steps=100, race_rounds=32, shrink_steps=100, shrink_seconds=15.0),
+        Profile("ci", examples=40, model_steps=100, race_rounds=32, shrink_steps=100, shrink_seconds=15.0,
+                crash_kills=48, crash_seconds=80.0),
         Profile("thorough", examples=400, model_steps=300, race_rounds=160, shrink_steps=500,
-                shrink_seconds=120.0),
+                shrink_seconds=120.0, crash_kills=300, crash_seconds=600.0),
     )
 }
 

@@ -188,7 +188,7 @@ def render_text(report: Report, width: int = 100) -> str:
     name_width = max((len(r.clause) for r in shown), default=0)
     for r in shown:
         lines.append(f"  {SHOWN[r.outcome]:5} {r.clause:<{name_width}}  {r.seconds:6.2f}s")
-        if r.diagnosis and r.outcome != "passed":
+        if r.diagnosis:  # a passed clause says what it found (a crash clause its kills)
             lines += textwrap.wrap(r.diagnosis, max(40, width - 2), initial_indent="        ",
                                    subsequent_indent="        ")
         for limit in r.limits:

@@ -41,7 +41,8 @@ from storetest.failures import (
 from storetest.profiles import Profile, check_idle, profile_named
 from storetest.results import ClauseResult, Outcome, Progress, Report, not_claimed
 
-__all__ = ["ClauseResult", "Outcome", "Progress", "Report", "check", "unsupplied", "with_replica_advice"]
+__all__ = ["ClauseResult", "Outcome", "Progress", "Report", "check", "check_reopen", "unsupplied",
+           "with_reopen_advice", "with_replica_advice"]
 
 SKIP_NO_IDLE: Final = (
     "opt-in: pass idle=SECONDS (--storetest-idle SECONDS, storetest check --idle SECONDS) to write, "
@@ -53,6 +54,12 @@ SKIP_NO_REPLICA: Final = (
 )
 #: How a caller of :func:`check` gives a replica (the plugin and the command say it their way).
 CHECK_REPLICA: Final = "pass replica=<factory> to check()"
+SKIP_NO_REOPEN: Final = (
+    "opt-in: kills a child process writing through the store, then reopens the data; {how}, an "
+    "importable function whose parameters are named like the factory's (tmp_path, a database URL, "
+    "a prefix) and that opens the same data in any process (often the factory itself)"
+)
+CHECK_REOPEN: Final = "pass reopen=<factory> to check()"
 RACE_NOTE: Final = (
     "this clause races: a seed replays its inputs, not the interleaving of its calls; "
     "it runs {rounds} rounds so that a verdict does not hang on luck"
@@ -84,6 +91,7 @@ def check(
     progress: Callable[[Progress], None] | None = None,
     heartbeat: float = 10.0,
     idle: float | None = None,
+    reopen: Callable[..., Any] | None = None,
 ) -> Report:
     """Run the conformance clauses against the store ``factory`` makes; return every verdict.
 
@@ -113,8 +121,14 @@ def check(
     :param heartbeat: seconds between progress calls during a clause.
     :param idle: seconds ``data_survives_idle`` waits between writing and reading back
         (the suite cannot see expiry otherwise); ``None``, the default, skips it.
-    :raises TypeError: ``factory`` or ``replica`` is not callable, or a factory has a
-        parameter nothing supplies.
+    :param reopen: opens the data ``factory``'s store wrote, as a new handle, in any
+        process: a function defined at the top level of an importable module (child
+        processes import it as ``module:function``), whose parameters are named like the
+        factory's and get the same values, the data's location (``tmp_path``, a database
+        URL, a key prefix); often the factory itself. With it the crash clauses run; without
+        it they are skipped with a reason that says so.
+    :raises TypeError: ``factory`` or ``replica`` is not callable, a factory has a
+        parameter nothing supplies, or ``reopen`` cannot be imported by a child process.
     :raises ValueError: an unknown clause name in ``clauses`` or ``skip``, or an
         unknown profile, or an ``idle`` that is not a number of seconds above zero.
     """
@@ -126,6 +140,7 @@ def check(
             )
     if replica is None:  # a binding that knows how to open a second handle (item_sessions)
         replica = getattr(factory, "storetest_replica", None)
+    check_reopen(reopen, "check(reopen=...)")
     known = [c.name for c in CLAUSES]
     skip = dict(skip or {})
     selected = list(known) if clauses is None else list(clauses)
@@ -149,7 +164,8 @@ def check(
     stopped = ""
     not_reached: list[str] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    with hypothesis_home(), _Supplier(fixtures, [factory, *([replica] if replica else [])]) as supply:
+    with hypothesis_home(), _Supplier(fixtures, [factory, *([replica] if replica else []),
+                                                 *([reopen] if reopen else [])]) as supply:
         for position, c in enumerate(order):
             if stopped:
                 not_reached.append(c.name)
@@ -168,13 +184,19 @@ def check(
                                       exists_for=c.exists_for) if c.needs - claims else
                           ClauseResult(c.name, "skipped", SKIP_NO_REPLICA.format(how=CHECK_REPLICA),
                                        promise=c.promise, topic=c.topic, exists_for=c.exists_for))
+            elif c.reopen and reopen is None and claims is not None:
+                result = (not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise, topic=c.topic,
+                                      exists_for=c.exists_for) if c.needs - claims else
+                          ClauseResult(c.name, "skipped", SKIP_NO_REOPEN.format(how=CHECK_REOPEN),
+                                       promise=c.promise, topic=c.topic, exists_for=c.exists_for))
             elif c.idle and chosen.idle is None:
                 result = ClauseResult(c.name, "skipped", SKIP_NO_IDLE, promise=c.promise, topic=c.topic,
                                       exists_for=c.exists_for)
             else:
                 state = Progress(c.name, position, len(order))
                 with _beating(progress, state, heartbeat):
-                    result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state)
+                    result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state,
+                                         reopen=reopen)
                 if found is not None:
                     capabilities, partial, store_type = found
                     found_any = True
@@ -201,6 +223,29 @@ def check(
     )
 
 
+def check_reopen(reopen: Callable[..., Any] | None, where: str) -> None:
+    """Refuse a ``reopen`` that a child process could not import.
+
+    :raises TypeError: not callable, or a lambda or nested function.
+    """
+    if reopen is None:
+        return
+    if not callable(reopen):
+        raise TypeError(f"{where} must be a function that opens the store's data, not {type(reopen).__name__}")
+    problem = _unspawnable(reopen, "reopen factory")
+    if problem:
+        raise TypeError(f"{where}: {problem}")
+
+
+def with_reopen_advice(report: Report, how: str) -> Report:
+    """``report`` with each crash clause's skip saying ``how`` to give ``reopen`` in the
+    caller's own terms (``--reopen MODULE:FACTORY`` on the command line)."""
+    ours = SKIP_NO_REOPEN.format(how=CHECK_REOPEN)
+    results = tuple(dataclasses.replace(r, diagnosis=SKIP_NO_REOPEN.format(how=how))
+                    if r.outcome == "skipped" and r.diagnosis == ours else r for r in report.results)
+    return dataclasses.replace(report, results=results)
+
+
 def with_replica_advice(report: Report, how: str) -> Report:
     """``report`` with each replica clause's skip saying ``how`` to give a replica in
     the caller's own terms (``--replica MODULE:FACTORY`` on the command line)."""
@@ -210,12 +255,12 @@ def with_replica_advice(report: Report, how: str) -> Report:
     return dataclasses.replace(report, results=results)
 
 
-def _unspawnable(factory: Callable[..., Any]) -> str:
+def _unspawnable(factory: Callable[..., Any], label: str = "factory") -> str:
     """Why ``factory`` cannot be opened in a child process, or ""."""
     from storetest._backends import SpawnError, spawn_reference
 
     try:
-        spawn_reference(factory)
+        spawn_reference(factory, label)
     except SpawnError as exc:
         return str(exc)
     return ""
@@ -270,6 +315,7 @@ def _label(factory: Callable[..., Any]) -> str:
 def _run(
     c: Clause, index: int, factory: Callable[..., Any], replica: Callable[..., Any] | None,
     supply: _Supplier, profile: Profile, seed: int, nonce: str, state: Progress,
+    reopen: Callable[..., Any] | None = None,
 ) -> tuple[ClauseResult, tuple[tuple[str, ...], dict[str, list[str]], str] | None]:
     """Run one clause on a fresh store; never raises (but KeyboardInterrupt). Also
     returns what the store claims, what it has in part, and its class's name."""
@@ -286,6 +332,7 @@ def _run(
             c.name, factory, replica, values, profile, seed, nonce, tag=f"c{index}"
         ) as t:
             t.progress = state
+            t.reopen = reopen
             claimed = set.intersection(*(set(h.capabilities) for h in t.handles()))
             found = (tuple(sorted(claimed)), dict(t.store.partial), type(t.store.raw).__name__)
             missing = c.needs - claimed
@@ -296,6 +343,8 @@ def _run(
                                      exists_for=c.exists_for, seconds=round(time.perf_counter() - started, 3))
             elif c.replica and replica is None:
                 result = done("skipped", SKIP_NO_REPLICA.format(how=CHECK_REPLICA))
+            elif c.reopen and reopen is None:
+                result = done("skipped", SKIP_NO_REOPEN.format(how=CHECK_REOPEN))
             else:
                 result = _verdict(c, t, done)
     except (FactoryError, StoreShapeError) as exc:
@@ -318,7 +367,7 @@ def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseR
         return done("error", str(exc))
     except BaseException as exc:
         return _failed(c, t, exc, reported, done)
-    return done("passed", limits=tuple(t.limits))
+    return done("passed", " ".join(t.findings), limits=tuple(t.limits))
 
 
 def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],

@@ -24,7 +24,15 @@ from reference_stores.sqlite import SQLiteStore
 from storetest import item_sessions
 from storetest.clauses import CLAUSES
 from tests.adk_services import memory_adk
-from tests.broken_stores import BrokenStore, diagnoses, mysql_variants, redis_variants, registry, run_clause
+from tests.broken_stores import (
+    BrokenStore,
+    crash_variants,
+    diagnoses,
+    mysql_variants,
+    redis_variants,
+    registry,
+    run_clause,
+)
 from tests.item_histories import sqlite_sessions
 
 pytest_plugins = ["pytester"]
@@ -109,6 +117,9 @@ _CONTROLS = {
                         item_sessions(sqlite_sessions)),
     # The correct memory ADK service, which each ADK variant changes in one place.
     "adk": BrokenStore("memory-adk-control", "none", "-", "unknown_session_is_empty", "-", memory_adk),
+    # The reference JSONL log, which three of the crash variants change in one place.
+    "crash": BrokenStore("jsonl-log-control", "none", "-", "unknown_session_is_empty", "-",
+                         crash_variants.jsonl_control, reopen=crash_variants.jsonl_control),
 }
 
 
@@ -152,15 +163,15 @@ def test_run_conformance_reports_the_jsonb_style_store(pytester: pytest.Pytester
         "-k", "not transcript_round_trips and not save_replaces and not store_matches_model",
     )
     # The log and item clauses are not claimed: the factory's annotation says so, and they are no tests at all;
-    # data_survives_idle is skipped (opt-in).
-    result.assert_outcomes(passed=13, failed=2, skipped=1, deselected=3)
+    # data_survives_idle and the two crash clauses it claims are skipped (opt-in).
+    result.assert_outcomes(passed=13, failed=2, skipped=3, deselected=3)
     lines = result.stdout.lines
     start = next(i for i, line in enumerate(lines) if "storetest conformance (profile fast)" in line)
     end = next(i for i in range(start, len(lines)) if "short test summary" in lines[i])
     # The table wraps long diagnoses onto indented lines: join them back.
     report = " ".join(line.strip() for line in lines[start + 1 : end])
     items = len([c for c in CLAUSES if c.needs & {"items", "adk"}])
-    assert (f"jsonb-memory: {30 + items} clauses: 13 passed, 2 failed, 1 skipped, {14 + items} not claimed, "
+    assert (f"jsonb-memory: {33 + items} clauses: 13 passed, 2 failed, 3 skipped, {15 + items} not claimed, "
             "3 not run") in report
     assert (
         "FAIL tool_arguments_are_kept_verbatim" in " ".join(report.split())

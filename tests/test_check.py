@@ -26,6 +26,9 @@ LOG_CLAUSES = {c.name for c in CLAUSES if "log" in c.needs}  # an entry-log stor
 ITEM_CLAUSES = {c.name for c in CLAUSES if "items" in c.needs}  # an item history's
 ITEM_CLAUSES |= {c.name for c in CLAUSES if "adk" in c.needs}  # and an ADK session service's
 IDLE_CLAUSES = {c.name for c in CLAUSES if c.idle}  # opt-in: skipped without idle=
+#: Opt-in too: skipped without reopen= (a store without their capability does not claim them).
+CRASH_CLAUSES = {c.name for c in CLAUSES if c.reopen}
+OPT_IN_CRASH = CRASH_CLAUSES - LOG_CLAUSES - ITEM_CLAUSES  # those a transcript-and-steers store claims
 
 
 class TranscriptOnlyStore:
@@ -54,8 +57,8 @@ def test_a_transcript_only_store_passes_with_the_steer_clauses_not_claimed() -> 
     outcomes = {r.clause: r.outcome for r in report.results}
     assert {n for n, o in outcomes.items() if o == "not claimed"} == STEER_CLAUSES | LOG_CLAUSES | ITEM_CLAUSES
     assert {n for n, o in outcomes.items() if o == "passed"} == (
-        set(NAMES) - STEER_CLAUSES - LOG_CLAUSES - ITEM_CLAUSES - IDLE_CLAUSES)
-    assert {n for n, o in outcomes.items() if o == "skipped"} == IDLE_CLAUSES
+        set(NAMES) - STEER_CLAUSES - LOG_CLAUSES - ITEM_CLAUSES - IDLE_CLAUSES - CRASH_CLAUSES)
+    assert {n for n, o in outcomes.items() if o == "skipped"} == IDLE_CLAUSES | {"saves_survive_a_crash"}
     assert "claims: transcript" in render_text(report)
 
 
@@ -76,7 +79,8 @@ def _plugin_clauses(pytester: pytest.Pytester) -> list[str]:
     report = pytester.path / "plugin.json"
     # The log clauses are not tests at all (the class says what its stores claim); the report names them.
     pytester.runpytest("-p", "no:cacheprovider", f"--storetest-report={report}").assert_outcomes(
-        passed=len(NAMES) - len(LOG_CLAUSES | ITEM_CLAUSES) - len(IDLE_CLAUSES), skipped=len(IDLE_CLAUSES))
+        passed=len(NAMES) - len(LOG_CLAUSES | ITEM_CLAUSES) - len(IDLE_CLAUSES | OPT_IN_CRASH),
+        skipped=len(IDLE_CLAUSES | OPT_IN_CRASH))
     return [r["clause"] for r in json.loads(report.read_text())["runs"][0]["results"]]
 
 

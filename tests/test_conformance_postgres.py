@@ -27,5 +27,14 @@ async def _store(storetest_postgres_url: str) -> AsyncIterator[PostgresStore]:
         await pool.close()
 
 
+async def reopen(storetest_postgres_url: str) -> AsyncIterator[PostgresStore]:
+    """The crash clauses' second opening of the data: one connection, the schema already there."""
+    pool = await asyncpg.create_pool(storetest_postgres_url, min_size=1, max_size=1)
+    try:
+        yield PostgresStore(pool)
+    finally:
+        await pool.close()
+
+
 # Each call makes its own pool, so the replica is a second pool on the same database.
-run_conformance(_store, replica=_store, name="postgres")
+run_conformance(_store, replica=_store, name="postgres", reopen=reopen)

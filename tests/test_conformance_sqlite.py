@@ -11,4 +11,4 @@ def sqlite(tmp_path):
         yield store
 
 
-run_conformance(sqlite, replica=sqlite, name="sqlite")
+run_conformance(sqlite, replica=sqlite, name="sqlite", reopen=sqlite)

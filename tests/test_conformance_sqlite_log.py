@@ -15,4 +15,4 @@ def replica(tmp_path):
         yield store
 
 
-run_conformance(sqlite_log, replica=replica, name="sqlite-log")
+run_conformance(sqlite_log, replica=replica, name="sqlite-log", reopen=sqlite_log)

@@ -31,6 +31,8 @@ class Clause:
     processes: bool = False
     #: Runs only when the caller asks for an idle time (``check(idle=...)``).
     idle: bool = False
+    #: Needs a factory that reopens the data from another process (``reopen=``).
+    reopen: bool = False
 
     @property
     def promise(self) -> str:
@@ -54,7 +56,7 @@ CLAUSES: list[Clause] = []
 
 def clause(
     *, needs: Iterable[str] = ("transcript",), replica: bool = False, races: bool = False,
-    processes: bool = False, idle: bool = False,
+    processes: bool = False, idle: bool = False, reopen: bool = False,
 ) -> Callable[[Callable[[Target], None]], Callable[[Target], None]]:
     """Register the decorated function as a clause."""
     wanted = frozenset(needs)
@@ -66,7 +68,7 @@ def clause(
         if any(c.name == fn.__name__ for c in CLAUSES):
             raise ValueError(f"two clauses are named {fn.__name__!r}")
         topic = fn.__module__.rsplit(".", 1)[-1]
-        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic, processes, idle))
+        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic, processes, idle, reopen))
         return fn
 
     return register

@@ -30,7 +30,7 @@ __all__ = ["BrokenStore", "diagnoses", "fixtures_outside_pytest", "registry", "r
 _CLAUSES = {clause.name for clause in CLAUSES}
 _MODULES = (
     "memory_variants", "sqlite_variants", "postgres_variants", "mysql_variants", "redis_variants", "log_variants",
-    "item_variants", "adk_variants",
+    "item_variants", "adk_variants", "crash_variants",
 )
 
 
@@ -51,6 +51,8 @@ class BrokenStore:
     profile: str = "fast"
     #: seconds for the opt-in ``data_survives_idle`` clause (``check(idle=...)``)
     idle: float | None = None
+    #: opens the same data from another process, for the crash clauses (``check(reopen=...)``)
+    reopen: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if self.clause not in _CLAUSES:
@@ -97,7 +99,7 @@ def run_clause(
     """
     name = clause or broken.clause
     report = check(broken.factory, broken.replica, clauses=[name], profile=profile or broken.profile,
-                   seed=seed, fixtures=fixture, name=broken.name, idle=broken.idle)
+                   seed=seed, fixtures=fixture, name=broken.name, idle=broken.idle, reopen=broken.reopen)
     (result,) = report.results
     if result.outcome == "passed":
         return None

@@ -1,0 +1,91 @@
+"""The crash clauses' plumbing: opt-in (skipped without ``reopen=``, saying how in the
+caller's terms), a ``reopen`` a child cannot import refused up front, a ``reopen`` that
+cannot open the data a killed process left is a failure, and a passing clause reports
+its kills. What they catch is in tests/test_broken_stores.py (the crash variants, 20
+seeds each); the reference stores pass them in their conformance runs and in
+tests/test_crash_log_stores.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from reference_stores.jsonl_log import JsonlLogStore
+from storetest import check, run_conformance
+
+ROOT = Path(__file__).resolve().parent.parent
+CRASH = ["saves_survive_a_crash", "steers_survive_a_crash", "log_appends_survive_a_crash", "items_survive_a_crash"]
+
+
+def jsonl(tmp_path: Path) -> JsonlLogStore:
+    return JsonlLogStore(tmp_path / "sessions")
+
+
+def unopenable(tmp_path: Path) -> JsonlLogStore:
+    raise RuntimeError("no such store")
+
+
+def test_without_reopen_the_crash_clauses_are_skipped_saying_how() -> None:
+    report = check(jsonl, clauses=CRASH, seed=1)
+    outcomes = {r.clause: (r.outcome, r.diagnosis) for r in report.results}
+    assert outcomes["log_appends_survive_a_crash"][0] == "skipped"
+    assert "pass reopen=<factory> to check()" in outcomes["log_appends_survive_a_crash"][1]
+    assert {o for c, (o, _) in outcomes.items() if c != "log_appends_survive_a_crash"} == {"not claimed"}
+
+
+def test_a_reopen_a_child_cannot_import_is_refused() -> None:
+    with pytest.raises(TypeError, match="top level of an importable module"):
+        check(jsonl, reopen=lambda tmp_path: JsonlLogStore(tmp_path))
+    with pytest.raises(TypeError, match=re.escape("run_conformance(reopen=...)")):
+        run_conformance(jsonl, reopen=lambda tmp_path: JsonlLogStore(tmp_path))
+
+
+def test_a_reopen_that_cannot_open_the_data_fails_the_clause() -> None:
+    (result,) = check(jsonl, clauses=["log_appends_survive_a_crash"], reopen=unopenable, seed=1).results
+    assert result.outcome == "failed", result
+    assert "opening the data with reopen raised RuntimeError: no such store" in result.details
+
+
+def pooled(pool: object) -> JsonlLogStore:
+    raise AssertionError("never called: its parameter cannot reach a child process")
+
+
+def test_a_reopen_given_a_live_object_is_told_to_take_a_location() -> None:
+    (result,) = check(jsonl, clauses=["log_appends_survive_a_crash"], reopen=pooled, seed=1,
+                      fixtures={"pool": lambda: None}).results
+    assert result.outcome == "failed" and "give reopen the data's location" in result.diagnosis, result
+
+
+def test_a_passing_crash_clause_reports_its_kills() -> None:
+    (result,) = check(jsonl, clauses=["log_appends_survive_a_crash"], reopen=jsonl, seed=3).results
+    assert result.outcome == "passed", result.details
+    assert result.diagnosis.startswith("24 kills in "), result.diagnosis
+    assert "calls acknowledged" in result.diagnosis and "deaths by SIGKILL" in result.diagnosis
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "storetest.cli", "check", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_storetest_check_reopen(tmp_path: Path) -> None:
+    """``--reopen`` runs them; without it the skip names the flag; a lambda is a usage error."""
+    (tmp_path / "stores.py").write_text(textwrap.dedent("""
+        from reference_stores.jsonl_log import JsonlLogStore
+        def make(tmp_path):
+            return JsonlLogStore(tmp_path / "sessions")
+        nameless = lambda tmp_path: make(tmp_path)
+    """))
+    ran = _cli("stores.py:make", "--reopen", "stores.py:make", "-k", "log_appends_survive", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "pass  log_appends_survive_a_crash" in ran.stdout and "24 kills in" in ran.stdout
+    skipped = _cli("stores.py:make", "-k", "log_appends_survive", "-q", cwd=tmp_path)
+    assert skipped.returncode == 0 and "pass --reopen MODULE:FACTORY" in " ".join(skipped.stdout.split()), \
+        skipped.stdout
+    refused = _cli("stores.py:make", "--reopen", "stores.py:nameless", cwd=tmp_path)
+    assert refused.returncode == 4 and "importable module" in refused.stderr, refused.stderr
