@@ -74,7 +74,7 @@ class ChatHistory(ItemHistory):
         opened = self._opener(session_id)
         methods = ASYNC_METHODS if self.asynchronous else SYNC_METHODS
         missing = [m for m in methods if not callable(getattr(opened, m, None))]
-        if missing or not hasattr(type(opened), "messages"):
+        if missing or not hasattr(opened, "messages"):
             raise TypeError(f"the {self._label}'s opener returned {opened!r} for session {session_id!r}, which "
                             f"has no {', '.join(missing or ['messages'])}: a LangChain chat history has "
                             f"messages, {', '.join(methods)} (BaseChatMessageHistory)")

@@ -21,10 +21,18 @@ import pytest
 from reference_stores.memory import MemoryStore
 from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
-from storetest import item_sessions
+from storetest import chat_histories, item_sessions
 from storetest.clauses import CLAUSES
 from tests.adk_services import memory_adk
-from tests.broken_stores import BrokenStore, diagnoses, mysql_variants, redis_variants, registry, run_clause
+from tests.broken_stores import (
+    BrokenStore,
+    chat_variants,
+    diagnoses,
+    mysql_variants,
+    redis_variants,
+    registry,
+    run_clause,
+)
 from tests.item_histories import sqlite_sessions
 
 pytest_plugins = ["pytester"]
@@ -109,6 +117,9 @@ _CONTROLS = {
                         item_sessions(sqlite_sessions)),
     # The correct memory ADK service, which each ADK variant changes in one place.
     "adk": BrokenStore("memory-adk-control", "none", "-", "unknown_session_is_empty", "-", memory_adk),
+    # The in-memory chat history the chat variants change.
+    "chat": BrokenStore("memory-chat-control", "none", "-", "unknown_session_is_empty", "-",
+                        chat_histories(chat_variants.memory_chat)),
 }
 
 
