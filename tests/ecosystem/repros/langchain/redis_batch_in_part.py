@@ -1,0 +1,33 @@
+"""RedisChatMessageHistory.add_messages writes one message at a time (one LPUSH per
+message, BaseChatMessageHistory's default add_messages): a reader between two of them
+sees part of the batch (a_batch_is_atomic_to_readers, beyond LangChain's documented
+promise: add_messages is documented as a bulk add for efficiency).
+
+Deterministic: the second message of the batch, when the history serializes it (after the
+first one's LPUSH), has a second handle read the history; that read holds one message."""
+
+import sys
+from pathlib import Path
+
+from langchain_community.chat_message_histories import RedisChatMessageHistory
+from langchain_core.messages import HumanMessage
+
+from storetest import databases
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _probe import probe  # noqa: E402
+
+
+def main() -> None:
+    with databases.throwaway("redis") as (url, prefix):
+        writer = RedisChatMessageHistory("s", url=url, key_prefix=prefix)
+        reader = RedisChatMessageHistory("s", url=url, key_prefix=prefix)
+        seen: list[list[str]] = []
+        writer.add_messages([HumanMessage("batch #0"),
+                             probe("batch #1", lambda: seen.append([str(m.content) for m in reader.messages]))])
+        assert seen == [["batch #0"]], f"a reader during add_messages saw {seen}, not one message of two"
+        assert [m.content for m in reader.messages] == ["batch #0", "batch #1"]
+
+
+if __name__ == "__main__":
+    main()
