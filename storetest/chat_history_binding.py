@@ -42,8 +42,7 @@ NOT_IN_THE_PROTOCOL: Final = {
 BEYOND_THE_PROTOCOL: Final = {
     **{name: "LangChain documents add_messages as a bulk add for efficiency, not as one atomic write; "
        "replicas sharing a history need it atomic"
-       for name in ("a_batch_is_atomic_to_readers", "concurrent_batches_never_interleave",
-                    "adds_from_processes_land_whole")},
+       for name in ("a_batch_is_atomic_to_readers", "concurrent_batches_never_interleave")},
     "items_are_not_aliased": "LangChain does not document whether messages returns a copy; a caller "
     "that changes what it got changes a history that shares its list",
 }
@@ -74,7 +73,7 @@ class ChatHistory(ItemHistory):
         opened = self._opener(session_id)
         methods = ASYNC_METHODS if self.asynchronous else SYNC_METHODS
         missing = [m for m in methods if not callable(getattr(opened, m, None))]
-        if missing or not hasattr(opened, "messages"):
+        if missing or not _has_messages(opened):
             raise TypeError(f"the {self._label}'s opener returned {opened!r} for session {session_id!r}, which "
                             f"has no {', '.join(missing or ['messages'])}: a LangChain chat history has "
                             f"messages, {', '.join(methods)} (BaseChatMessageHistory)")
@@ -163,6 +162,12 @@ def chat_histories(factory: Callable[..., Any], *, asynchronous: bool = False,
     """
     langchain()
     return ChatHistories(factory, asynchronous=asynchronous, session_ids=session_ids)
+
+
+def _has_messages(history: object) -> bool:
+    # Without reading it: a property may do I/O (or, on an async history, refuse to).
+    cls = type(history)
+    return any("messages" in vars(k) for k in cls.__mro__) or "messages" in getattr(cls, "model_fields", {})
 
 
 def _sync_binding(factory: Callable[..., Any]) -> ChatHistories:

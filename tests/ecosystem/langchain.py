@@ -1,7 +1,9 @@
-"""LangChain's chat histories (``BaseChatMessageHistory``), judged through their own
-public API by ``storetest.chat_histories``: the bindings (outer factories defined at
-the top level, so the cross-process clause can import them), the contenders and the
-defects found, each with a repro in ``repros/langchain/``."""
+"""LangChain's chat histories (``BaseChatMessageHistory``), as ``docs/ecosystem.md`` judges
+them through their own public API with :func:`storetest.chat_histories`: outer factories
+defined at the top level (the cross-process clause imports them in its children), the
+contenders and the defects found, each with a repro in ``repros/langchain/``. Nothing
+here imports LangChain at import time; a binding imports what it needs when called.
+Install what they need with ``pip install -e '.[langchain]'``."""
 
 from __future__ import annotations
 
@@ -13,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from storetest import chat_histories, owned
+from storetest.chat_history_binding import NO_SESSION_IDS, NOT_IN_THE_PROTOCOL
 from tests.ecosystem.common import Contender, Defect
+
+TITLE = "LangChain (`langchain-core`, `langchain-community`, `langchain-postgres`)"
+#: The import names the stores need (tests/ecosystem/test_repros.py skips or fails without them).
+REQUIRES = ("langchain_core", "langchain_community", "langchain_postgres", "psycopg", "sqlalchemy", "pymysql",
+            "redis")
+INSTALL = "pip install -e '.[langchain]'"
+DISTRIBUTIONS = ("langchain-core", "langchain-community", "langchain-postgres", "psycopg", "sqlalchemy",
+                 "pymysql", "redis")
 
 # --- outer factories: one handle on a backend each -------------------------------------------
 
@@ -76,26 +87,29 @@ def pg_history_opener(storetest_postgres_url: str) -> Callable[[str], Any]:
         "chat_history", str(uuid.uuid5(uuid.NAMESPACE_URL, session_id)), sync_connection=connection)
 
 
-# --- the bindings -----------------------------------------------------------------------------
+# --- the contenders -------------------------------------------------------------------------
 
-# A lambda: the in-memory history cannot be shared with a child process, so the
-# cross-process clause is skipped, saying so.
-memory = chat_histories(lambda tmp_path: _memory_opener(tmp_path), session_ids=False)
-file = chat_histories(file_opener, session_ids=False)
-sql_sqlite = chat_histories(sql_sqlite_opener)
-sql_postgres = chat_histories(sql_postgres_opener)
-sql_mariadb = chat_histories(sql_mariadb_opener)
-redis_history = chat_histories(redis_opener)
-pg_history = chat_histories(pg_history_opener, session_ids=UUID_IDS)
+#: Shown as n/a in the table: what LangChain's protocol has no method for (the binding skips it too).
+_SKIP = dict(NOT_IN_THE_PROTOCOL)
+_NO_IDS = {**_SKIP, "item_sessions_are_isolated": NO_SESSION_IDS}
 
 CONTENDERS: tuple[Contender, ...] = (
-    Contender("InMemoryChatMessageHistory", "langchain-core", lambda: memory),
-    Contender("FileChatMessageHistory", "langchain-community", lambda: file),
-    Contender("SQLChatMessageHistory (SQLite)", "langchain-community", lambda: sql_sqlite),
-    Contender("SQLChatMessageHistory (PostgreSQL)", "langchain-community", lambda: sql_postgres, ("postgres",)),
-    Contender("SQLChatMessageHistory (MariaDB)", "langchain-community", lambda: sql_mariadb, ("mysql",)),
-    Contender("RedisChatMessageHistory", "langchain-community", lambda: redis_history, ("redis",)),
-    Contender("PostgresChatMessageHistory", "langchain-postgres", lambda: pg_history, ("postgres",)),
+    # A lambda: an in-memory history cannot be shared with a child process, so the
+    # cross-process clause is skipped, saying so.
+    Contender("InMemoryChatMessageHistory", "langchain-core",
+              lambda: chat_histories(lambda tmp_path: _memory_opener(tmp_path), session_ids=False), skip=_NO_IDS),
+    Contender("FileChatMessageHistory", "langchain-community",
+              lambda: chat_histories(file_opener, session_ids=False), skip=_NO_IDS),
+    Contender("SQLChatMessageHistory (SQLite)", "langchain-community",
+              lambda: chat_histories(sql_sqlite_opener), skip=_SKIP),
+    Contender("SQLChatMessageHistory (PostgreSQL)", "langchain-community",
+              lambda: chat_histories(sql_postgres_opener), ("postgres",), skip=_SKIP),
+    Contender("SQLChatMessageHistory (MariaDB)", "langchain-community",
+              lambda: chat_histories(sql_mariadb_opener), ("mysql",), skip=_SKIP),
+    Contender("RedisChatMessageHistory", "langchain-community",
+              lambda: chat_histories(redis_opener), ("redis",), skip=_SKIP),
+    Contender("PostgresChatMessageHistory", "langchain-postgres",
+              lambda: chat_histories(pg_history_opener, session_ids=UUID_IDS), ("postgres",), skip=_SKIP),
 )
 
 _REPROS = "tests/ecosystem/repros/langchain"

@@ -7,12 +7,12 @@ A provoked race: two threads, each on its own connection (two replicas), add a 2
 batch at the same moment, up to ``ROUNDS`` times; ``main()`` returns at the first round
 that interleaves. The measured miss rate is in tests/ecosystem/langchain.py."""
 
+import itertools
 import sys
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
-
-import uuid
 
 import psycopg
 from langchain_core.messages import HumanMessage
@@ -38,7 +38,7 @@ def interleaved(one: Any, two: Any, session: str) -> bool:
     for t in threads:
         t.join()
     owners = [str(m.content).split(" ")[0] for m in one(session).messages]
-    return sum(a != b for a, b in zip(owners, owners[1:])) > 1
+    return sum(a != b for a, b in itertools.pairwise(owners)) > 1
 
 
 def rounds_until_interleaved(url: str, rounds: int = ROUNDS) -> int | None:
@@ -66,4 +66,5 @@ def main() -> None:
 if __name__ == "__main__":
     with databases.throwaway("postgres") as url:
         # Measure: how many rounds each interleaving took (python this.py N).
-        print([rounds_until_interleaved(url) for _ in range(int(sys.argv[1]) if sys.argv[1:] else 1)])
+        runs = int(sys.argv[1]) if sys.argv[1:] else 1
+        sys.stdout.write(f"{[rounds_until_interleaved(url) for _ in range(runs)]}\n")

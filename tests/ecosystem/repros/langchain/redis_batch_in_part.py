@@ -15,7 +15,7 @@ from langchain_core.messages import HumanMessage
 from storetest import databases
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _probe import probe  # noqa: E402
+from _probe import probe
 
 
 def main() -> None:
