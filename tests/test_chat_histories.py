@@ -1,8 +1,8 @@
 """The LangChain chat-history binding (storetest/chat_history_binding.py,
-storetest/chat_messages.py): the one line passes a correct history, sync and async,
-through pytest and ``storetest check``; LangChain's messages round-trip through the
-item form; what the protocol lacks is skipped, what it does not promise is labelled,
-ids the store has not or maps are said so."""
+storetest/chat_messages.py): the one line passes a correct history through ``storetest
+check`` (through pytest, sync and async: tests/test_conformance_chat_histories.py);
+LangChain's messages round-trip through the item form; what the protocol lacks is
+skipped, what it does not promise is labelled, ids the store has not or maps are said so."""
 
 from __future__ import annotations
 
@@ -17,19 +17,13 @@ pytest.importorskip("langchain_core", reason="the langchain extra is in 'all'")
 
 from langchain_core.messages import HumanMessage, message_to_dict, messages_from_dict
 
-from storetest import chat_histories, check, run_conformance
+from storetest import chat_histories, check
 from storetest.chat_history_binding import NO_SESSION_IDS
 from storetest.chat_messages import chat_protocol, to_item, to_message
 from storetest.items import same_value
 from tests.broken_stores.chat_variants import MemoryChatHistory, SharedList, memory_chat
-from tests.chat_histories import async_sqlite_chat, sqlite_chat
 
 ROOT = Path(__file__).resolve().parent.parent
-
-# The one line, on the correct history, sync and async: every clause a test of its own.
-run_conformance(sqlite_chat, name="sqlite-chat")
-run_conformance(async_sqlite_chat, name="async-sqlite-chat")
-
 
 def test_storetest_check_passes_the_correct_history() -> None:
     """The command on the module's binding: exit 0, every claimed clause passed (the
@@ -39,6 +33,25 @@ def test_storetest_check_passes_the_correct_history() -> None:
                           text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert " 0 failed" in done.stdout, done.stdout
+
+
+def test_the_readme_line_drives_sql_chat_message_history() -> None:
+    """The README's line, as it is there: two handles on one SQLite file, fresh files for
+    the first-calls clause, everything closed without error."""
+    from functools import partial
+
+    from langchain_community.chat_message_histories import SQLChatMessageHistory
+    from sqlalchemy import create_engine
+
+    from storetest import owned
+
+    line = chat_histories(lambda tmp_path: partial(SQLChatMessageHistory,
+        connection=owned(create_engine(f"sqlite:///{tmp_path}/chat.db"))))
+    clauses = ["items_round_trip_exactly", "item_replicas_see_each_others_writes",
+               "first_calls_on_a_fresh_backend_succeed"]
+    report = check(line, clauses=clauses, seed=1)
+    assert report.capabilities == ("items",)
+    assert {r.clause: r.outcome for r in report.results} == dict.fromkeys(clauses, "passed"), str(report)
 
 
 def test_every_corpus_message_survives_langchains_own_serialization() -> None:

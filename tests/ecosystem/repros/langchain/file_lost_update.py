@@ -13,7 +13,7 @@ from langchain_community.chat_message_histories import FileChatMessageHistory
 from langchain_core.messages import HumanMessage
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _probe import probe  # noqa: E402
+from _probe import probe
 
 
 def main() -> None:
