@@ -19,8 +19,8 @@ from sqlalchemy import create_engine
 
 from storetest import databases
 
-ROUNDS = 200
-SIZE = 200
+ROUNDS = 400
+SIZE = 100
 
 
 def interleaved(one: Any, two: Any, session: str) -> bool:
@@ -44,6 +44,8 @@ def rounds_until_interleaved(url: str, rounds: int = ROUNDS) -> int | None:
     """The first round (from 1) whose batches interleaved, ``None`` if none did."""
     engines = [create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1)) for _ in range(2)]
     try:
+        for e in engines:  # a first connection and a first INSERT's setup would keep the threads apart
+            SQLChatMessageHistory("warm-up", connection=e).add_messages([HumanMessage("warm-up")] * SIZE * 20)
         one, two = (lambda s, e=e: SQLChatMessageHistory(s, connection=e) for e in engines)
         for n in range(1, rounds + 1):
             if interleaved(one, two, f"s{n}"):
