@@ -2,6 +2,8 @@
 server's default collation, case-insensitive and PAD SPACE, so ``user-a``, ``user-A``
 and ``user-a `` are one history (item_sessions_are_isolated)."""
 
+import secrets
+
 from langchain_community.chat_message_histories import SQLChatMessageHistory
 from langchain_core.messages import HumanMessage
 from sqlalchemy import create_engine
@@ -9,16 +11,20 @@ from sqlalchemy import create_engine
 from storetest import databases
 
 
-def main() -> None:
-    with databases.throwaway("mysql") as url:
-        engine = create_engine(url.replace("mysql://", "mysql+pymysql://", 1) + "?charset=utf8mb4")
-        try:
-            SQLChatMessageHistory("user-a", connection=engine).add_messages([HumanMessage("for user-a only")])
-            for other in ("user-A", "user-a "):
-                got = [m.content for m in SQLChatMessageHistory(other, connection=engine).messages]
-                assert got == ["for user-a only"], f"{other!r} holds {got}"
-        finally:
-            engine.dispose()
+def main(storetest_mysql_url: str | None = None) -> None:
+    """Under pytest, on the test run's MariaDB; alone, on a throwaway server."""
+    if storetest_mysql_url is None:
+        with databases.throwaway("mysql") as url:
+            return main(url)
+    token = secrets.token_hex(4)
+    engine = create_engine(storetest_mysql_url.replace("mysql://", "mysql+pymysql://", 1) + "?charset=utf8mb4")
+    try:
+        SQLChatMessageHistory(f"{token}-a", connection=engine).add_messages([HumanMessage("for -a only")])
+        for other in (f"{token}-A", f"{token}-a "):
+            got = [m.content for m in SQLChatMessageHistory(other, connection=engine).messages]
+            assert got == ["for -a only"], f"{other!r} holds {got}"
+    finally:
+        engine.dispose()
 
 
 if __name__ == "__main__":

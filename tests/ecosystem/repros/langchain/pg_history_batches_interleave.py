@@ -57,10 +57,13 @@ def rounds_until_interleaved(url: str, rounds: int = ROUNDS) -> int | None:
             c.close()
 
 
-def main() -> None:
-    with databases.throwaway("postgres") as url:
-        found = rounds_until_interleaved(url)
-        assert found is not None, f"no interleaving in {ROUNDS} rounds"
+def main(storetest_postgres_url: str | None = None) -> None:
+    """Under pytest, on the test run's PostgreSQL; alone, on a throwaway server."""
+    if storetest_postgres_url is None:
+        with databases.throwaway("postgres") as url:
+            return main(url)
+    found = rounds_until_interleaved(storetest_postgres_url)
+    assert found is not None, f"no interleaving in {ROUNDS} rounds"
 
 
 if __name__ == "__main__":

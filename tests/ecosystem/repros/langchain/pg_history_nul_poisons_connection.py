@@ -12,8 +12,12 @@ from langchain_postgres import PostgresChatMessageHistory
 from storetest import databases
 
 
-def main() -> None:
-    with databases.throwaway("postgres") as url, psycopg.connect(url) as connection:
+def main(storetest_postgres_url: str | None = None) -> None:
+    """Under pytest, on the test run's PostgreSQL; alone, on a throwaway server."""
+    if storetest_postgres_url is None:
+        with databases.throwaway("postgres") as url:
+            return main(url)
+    with psycopg.connect(storetest_postgres_url) as connection:
         PostgresChatMessageHistory.create_tables(connection, "chat_history")
         history = PostgresChatMessageHistory("chat_history", str(uuid.uuid4()), sync_connection=connection)
         try:

@@ -8,6 +8,7 @@ batch at the same moment, up to ``ROUNDS`` times; ``main()`` returns at the firs
 that interleaves. The measured miss rate is in tests/ecosystem/langchain.py."""
 
 import itertools
+import secrets
 import sys
 import threading
 from collections.abc import Callable
@@ -48,7 +49,7 @@ def rounds_until_interleaved(url: str, rounds: int = ROUNDS) -> int | None:
             SQLChatMessageHistory("warm-up", connection=e).add_messages([HumanMessage("warm-up")] * SIZE * 20)
         one, two = (lambda s, e=e: SQLChatMessageHistory(s, connection=e) for e in engines)
         for n in range(1, rounds + 1):
-            if interleaved(one, two, f"s{n}"):
+            if interleaved(one, two, f"s{n}-{secrets.token_hex(4)}"):
                 return n
         return None
     finally:
@@ -56,10 +57,13 @@ def rounds_until_interleaved(url: str, rounds: int = ROUNDS) -> int | None:
             e.dispose()
 
 
-def main() -> None:
-    with databases.throwaway("postgres") as url:
-        found = rounds_until_interleaved(url)
-        assert found is not None, f"no interleaving in {ROUNDS} rounds"
+def main(storetest_postgres_url: str | None = None) -> None:
+    """Under pytest, on the test run's PostgreSQL; alone, on a throwaway server."""
+    if storetest_postgres_url is None:
+        with databases.throwaway("postgres") as url:
+            return main(url)
+    found = rounds_until_interleaved(storetest_postgres_url)
+    assert found is not None, f"no interleaving in {ROUNDS} rounds"
 
 
 if __name__ == "__main__":
