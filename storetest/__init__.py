@@ -54,6 +54,7 @@ from storetest.contract import (
 
 if TYPE_CHECKING:
     from storetest.adk_binding import adk_sessions
+    from storetest.chat_history_binding import chat_histories
     from storetest.failures import ConformanceFailure, Violation
     from storetest.item_binding import item_sessions, owned
     from storetest.plugin import run_conformance
@@ -83,6 +84,7 @@ __all__ = [
     "ToolResult",
     "Violation",
     "adk_sessions",
+    "chat_histories",
     "check",
     "check_messages",
     "check_session_id",
@@ -109,6 +111,7 @@ _LAZY = {
     "ConformanceFailure": "storetest.failures",
     "Violation": "storetest.failures",
     "item_sessions": "storetest.item_binding",
+    "chat_histories": "storetest.chat_history_binding",
     "owned": "storetest.item_binding",
     "adk_sessions": "storetest.adk_binding",
 }

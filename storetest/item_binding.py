@@ -143,7 +143,7 @@ class ItemSessions:
                 _OWNED.reset(token)
             if not callable(opener):  # a session class is an opener: SQLiteSession(session_id)
                 raise TypeError(_NOT_AN_OPENER.format(got=opener))
-            history = ItemHistory(opener, self.label)
+            history = self._history(opener)
             yield history
         finally:
             # Sessions first, then what they used, then the factory's own teardown; a
@@ -152,6 +152,10 @@ class ItemSessions:
             steps += [functools.partial(_close_resource, r) for r in reversed(resources)]
             steps += [functools.partial(close_factory, c) for _, c in reversed(closers)]
             await _run_all(steps)
+
+    def _history(self, opener: Callable[[str], Any]) -> ItemHistory:
+        """The handle over ``opener`` (a binding of another protocol makes its own)."""
+        return ItemHistory(opener, self.label)
 
     def __repr__(self) -> str:
         return f"item_sessions({self.__module__}:{self.__qualname__})"

@@ -73,6 +73,8 @@ _DATABASE_FIXTURES: Final = {
 }
 #: Beside the Redis URLs: the key prefix their keys go under (one for both).
 _REDIS_PREFIX: Final = "storetest_redis_prefix"
+#: How a failure begins when its clause asks more than the store's protocol documents.
+BEYOND: Final = "beyond the protocol's promise"
 #: The factory parameters :func:`check` fills by itself.
 SUPPLIED: Final = ("tmp_path", *_DATABASE_FIXTURES, _REDIS_PREFIX)
 
@@ -142,7 +144,10 @@ def check(
         replica = getattr(factory, "storetest_replica", None)
     check_reopen(reopen, "check(reopen=...)")
     known = [c.name for c in CLAUSES]
-    skip = dict(skip or {})
+    # A binding knows what its protocol lacks (a chat history has no pop) and what asks more
+    # than the protocol documents; the caller's own skips come on top.
+    skip = {**getattr(factory, "storetest_skip", {}), **dict(skip or {})}
+    beyond: Mapping[str, str] = getattr(factory, "storetest_beyond", {})
     selected = list(known) if clauses is None else list(clauses)
     for what, names in (("clauses", selected), ("skip", skip)):
         unknown = sorted(set(names) - set(known))
@@ -203,6 +208,9 @@ def check(
                 if result.outcome == "error" and result.setup:
                     # The factory fails the same way for every clause: say it once.
                     stopped = result.diagnosis
+            if result.outcome == "failed" and c.name in beyond:
+                result = dataclasses.replace(result, diagnosis=f"{BEYOND}: {result.diagnosis}",
+                                             remarks=(*result.remarks, beyond[c.name]))
             results.append(result)
             if progress is not None:
                 progress(Progress(c.name, position, len(order), result.seconds, 0, result))

@@ -21,11 +21,12 @@ import pytest
 from reference_stores.memory import MemoryStore
 from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
-from storetest import item_sessions
+from storetest import chat_histories, item_sessions
 from storetest.clauses import CLAUSES
 from tests.adk_services import memory_adk
 from tests.broken_stores import (
     BrokenStore,
+    chat_variants,
     crash_variants,
     diagnoses,
     mysql_variants,
@@ -120,6 +121,9 @@ _CONTROLS = {
     # The reference JSONL log, which three of the crash variants change in one place.
     "crash": BrokenStore("jsonl-log-control", "none", "-", "unknown_session_is_empty", "-",
                          crash_variants.jsonl_control, reopen=crash_variants.jsonl_control),
+    # The in-memory chat history the chat variants change.
+    "chat": BrokenStore("memory-chat-control", "none", "-", "unknown_session_is_empty", "-",
+                        chat_histories(chat_variants.memory_chat)),
 }
 
 

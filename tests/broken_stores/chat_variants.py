@@ -1,0 +1,120 @@
+"""Broken LangChain chat histories: a correct in-memory history (``MemoryChatHistory``,
+which passes every clause of its binding: ``tests/test_chat_histories.py``) changed in
+one place each, to carry one bug seen in LangChain's own histories."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+
+from storetest import chat_histories
+from tests.broken_stores import BrokenStore
+
+_BACKENDS: dict[str, tuple[threading.Lock, dict[str, list[Any]]]] = {}
+
+
+class MemoryChatHistory(BaseChatMessageHistory):
+    """Correct: each session's messages as ``message_to_dict`` JSON under one lock."""
+
+    def __init__(self, tmp_path: Path, session_id: str) -> None:
+        self.session_id = session_id
+        self.lock, self.histories = _BACKENDS.setdefault(str(tmp_path), (threading.Lock(), {}))
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        with self.lock:
+            return messages_from_dict([json.loads(m) for m in self.histories.get(self.session_id, [])])
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        rows = [json.dumps(message_to_dict(m)) for m in messages]
+        with self.lock:
+            self.histories.setdefault(self.session_id, []).extend(rows)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.histories.pop(self.session_id, None)
+
+
+class MessageByMessage(MemoryChatHistory):
+    """``add_messages`` left to ``BaseChatMessageHistory``'s default: one ``add_message``
+    (one ``LPUSH``, one commit) per message."""
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        for message in messages:
+            super().add_messages([message])
+            time.sleep(0)  # the round trip to the server between two messages
+
+
+class ToolArgumentsReserialized(MemoryChatHistory):
+    """Parses the raw tool-call arguments in ``additional_kwargs`` and dumps them again
+    (a ``jsonb`` column, a converter that normalizes tool calls)."""
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        super().add_messages([_reserialized(m) for m in messages])
+
+
+def _reserialized(message: BaseMessage) -> BaseMessage:
+    calls = message.additional_kwargs.get("tool_calls")
+    if not isinstance(calls, list):
+        return message
+    again = []
+    for call in calls:
+        try:
+            raw = json.dumps(json.loads(call["function"]["arguments"]))
+        except (KeyError, TypeError, ValueError):
+            raw = None
+        again.append(call if raw is None else {**call, "function": {**call["function"], "arguments": raw}})
+    return message.model_copy(update={"additional_kwargs": {**message.additional_kwargs, "tool_calls": again}})
+
+
+class SharedList(MemoryChatHistory):
+    """Keeps the message objects it was given and returns its own list of them
+    (``InMemoryChatMessageHistory``'s ``messages``)."""
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        with self.lock:
+            return self.histories.setdefault(self.session_id, [])  # type: ignore[no-any-return]
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        with self.lock:
+            self.histories.setdefault(self.session_id, []).extend(messages)
+
+
+def _opener(cls: type[MemoryChatHistory]) -> Callable[..., Any]:
+    def outer(tmp_path: Path) -> Callable[[str], MemoryChatHistory]:
+        return lambda session_id: cls(tmp_path, session_id)
+
+    outer.__name__ = outer.__qualname__ = f"{cls.__name__}_histories"
+    return outer
+
+
+def memory_chat(tmp_path: Path) -> Callable[[str], MemoryChatHistory]:
+    """The correct history's outer factory."""
+    return lambda session_id: MemoryChatHistory(tmp_path, session_id)
+
+
+def _broken(name: str, bug: str, wild: str, clause: str, diagnosis: str, cls: type[MemoryChatHistory],
+            racy: bool = False) -> BrokenStore:
+    return BrokenStore(name, bug, wild, clause, diagnosis, chat_histories(_opener(cls)), racy=racy)
+
+
+BROKEN = [
+    _broken("chat-batch-message-by-message", "add_messages writes one message at a time",
+            "LangChain RedisChatMessageHistory (BaseChatMessageHistory's default add_messages)",
+            "a_batch_is_atomic_to_readers", "beyond the protocol's promise: ",
+            MessageByMessage, racy=True),
+    _broken("chat-tool-arguments-reserialized", "raw tool-call arguments parsed and dumped again",
+            "a jsonb column; a converter normalizing tool calls", "items_round_trip_exactly",
+            "raw JSON re-encoded", ToolArgumentsReserialized),
+    _broken("chat-shared-list", "messages returns the history's own list of the caller's messages",
+            "LangChain InMemoryChatMessageHistory", "items_are_not_aliased",
+            "beyond the protocol's promise: the caller changing", SharedList),
+]
