@@ -153,7 +153,7 @@ All three go through `storetest.check`, so they call factories the same way.
   reason saying how to give it.
 - **Where methods run.** An async store's methods run as tasks on the event loop the
   factory ran on (an asyncpg pool must stay on the loop that made it), many at once in
-  the concurrency clauses. A plain store's methods run in threads (up to {max_threads} at once);
+  the concurrency clauses. A plain store's methods run in threads (daemon threads, one per call in flight);
   the factory itself runs on the calling thread.
 - **Sessions.** Every clause uses its own session ids, with a random part (the nonce)
   that differs from run to run (`st-<nonce>-c<clause>...`; with `--seed` and `--nonce`
@@ -562,7 +562,6 @@ def render_lifecycle() -> list[str]:
     runner = importlib.import_module("storetest.runner")
     cli = importlib.import_module("storetest.cli")
     plugin = importlib.import_module("storetest.plugin")
-    harness = importlib.import_module("storetest._harness")
     supplied = "\n".join(f"| `{name}` | {text} |" for name, text in SUPPLIED)
     exits = "\n".join(f"| {getattr(cli, name)} | {text} |" for name, text in EXIT_MEANINGS.items())
     cli_doc = inspect.cleandoc(cli.__doc__ or "")
@@ -573,7 +572,6 @@ def render_lifecycle() -> list[str]:
         check_signature=_signature(runner.check),
         run_conformance_signature=_signature(plugin.run_conformance),
         run_conformance_doc=markdown(plugin.run_conformance.__doc__),
-        max_threads=harness.MAX_THREADS,
         report_types="\n".join(line for cls in (runner.Report, runner.ClauseResult)
                                 for line in render_value_type(cls.__name__, cls)),
         check_doc=markdown(runner.check.__doc__),

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from storetest import _stops
 from storetest._backends import ChildDied
 from storetest._databases.redis import new_prefix
 from storetest._harness import (
@@ -33,15 +34,11 @@ from storetest._harness import (
 )
 from storetest.clauses import CLAUSES, Clause
 from storetest.clauses._support import hypothesis_home, shrink_budget, stopped_shrinking_early
-from storetest.failures import (
-    conformance_failures,
-    describe_exception,
-    store_frames,
-)
-from storetest.profiles import Profile, check_idle, profile_named
-from storetest.results import ClauseResult, Outcome, Progress, Report, not_claimed
+from storetest.failures import Violation, conformance_failures, describe_exception, store_frames
+from storetest.profiles import Profile, check_call_timeout, check_idle, profile_named
+from storetest.results import ClauseResult, Interrupted, Outcome, Progress, Report, not_claimed
 
-__all__ = ["ClauseResult", "Outcome", "Progress", "Report", "check", "check_reopen", "unsupplied",
+__all__ = ["ClauseResult", "Interrupted", "Outcome", "Progress", "Report", "check", "check_reopen", "unsupplied",
            "with_reopen_advice", "with_replica_advice"]
 
 SKIP_NO_IDLE: Final = (
@@ -92,6 +89,7 @@ def check(
     heartbeat: float = 10.0,
     idle: float | None = None,
     reopen: Callable[..., Any] | None = None,
+    call_timeout: float | None = None,
 ) -> Report:
     """Run the conformance clauses against the store ``factory`` makes; return every verdict.
 
@@ -127,10 +125,20 @@ def check(
         factory's and get the same values, the data's location (``tmp_path``, a database
         URL, a key prefix); often the factory itself. With it the crash clauses run; without
         it they are skipped with a reason that says so.
+    :param call_timeout: seconds one call into the store or a factory may take
+        (default: the profile's, 60). A call past it is a violation naming the call, the
+        session and the seconds waited, and its clause ends: an async call is
+        cancelled; a plain call's thread cannot be stopped, so it is abandoned and the
+        clause's teardown skipped; a plain factory is stopped by an exception raised
+        inside it (in the main thread). The heartbeat names the calls in flight.
+    :raises Interrupted: Ctrl-C (SIGINT, in the main thread) stopped the run: the clause
+        in flight is reported ``interrupted``, its teardown has run, and the exception's
+        ``report`` holds the verdicts so far. A second Ctrl-C exits at once (status 130).
     :raises TypeError: ``factory`` or ``replica`` is not callable, a factory has a
         parameter nothing supplies, or ``reopen`` cannot be imported by a child process.
     :raises ValueError: an unknown clause name in ``clauses`` or ``skip``, or an
-        unknown profile, or an ``idle`` that is not a number of seconds above zero.
+        unknown profile, or an ``idle`` or ``call_timeout`` that is not a number of
+        seconds above zero.
     """
     for label, fn in (("factory", factory), ("replica", replica)):
         if fn is not None and not callable(fn):
@@ -151,6 +159,9 @@ def check(
     chosen = profile if isinstance(profile, Profile) else profile_named(profile)
     if idle is not None:
         chosen = dataclasses.replace(chosen, idle=check_idle(idle))
+    deadline = check_call_timeout(call_timeout)
+    if deadline is not None:
+        chosen = dataclasses.replace(chosen, call_timeout=deadline)
     run_seed = random.randrange(2**32) if seed is None else int(seed)
     run_nonce = nonce or new_nonce()
     wanted = set(selected)
@@ -164,10 +175,12 @@ def check(
     stopped = ""
     not_reached: list[str] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    with hypothesis_home(), _Supplier(fixtures, [factory, *([replica] if replica else []),
-                                                 *([reopen] if reopen else [])]) as supply:
+    watch = _stops.Watch(chosen.call_timeout)
+    with _stops.watching(watch), hypothesis_home(), \
+            _Supplier(fixtures, [factory, *([replica] if replica else []),
+                                 *([reopen] if reopen else [])]) as supply:
         for position, c in enumerate(order):
-            if stopped:
+            if stopped or watch.interrupted:
                 not_reached.append(c.name)
                 continue
             index = CLAUSES.index(c)
@@ -194,7 +207,7 @@ def check(
                                       exists_for=c.exists_for)
             else:
                 state = Progress(c.name, position, len(order))
-                with _beating(progress, state, heartbeat):
+                with _beating(progress, state, heartbeat, watch):
                     result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state,
                                          reopen=reopen)
                 if found is not None:
@@ -206,7 +219,8 @@ def check(
             results.append(result)
             if progress is not None:
                 progress(Progress(c.name, position, len(order), result.seconds, 0, result))
-    return Report(
+    done = len([r for r in results if r.outcome != "interrupted"])
+    report = Report(
         name=name or store_type or _label(factory),
         profile=chosen.name,
         seed=run_seed,
@@ -220,7 +234,11 @@ def check(
         replica=_qualified(replica) if replica else "",
         started=started,
         versions=_versions(),
+        interrupted=f"interrupted after {done} of {len(order)} clauses" if watch.interrupted else "",
     )
+    if watch.interrupted:
+        raise Interrupted(report)
+    return report
 
 
 def check_reopen(reopen: Callable[..., Any] | None, where: str) -> None:
@@ -284,8 +302,10 @@ def _versions() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _beating(progress: Callable[[Progress], None] | None, state: Progress, every: float) -> Iterator[None]:
-    """Call ``progress`` now and every ``every`` seconds until the block ends."""
+def _beating(progress: Callable[[Progress], None] | None, state: Progress, every: float,
+             watch: _stops.Watch) -> Iterator[None]:
+    """Call ``progress`` now and every ``every`` seconds until the block ends, naming
+    the calls in flight."""
     if progress is None:
         yield
         return
@@ -296,6 +316,7 @@ def _beating(progress: Callable[[Progress], None] | None, state: Progress, every
     def beat() -> None:
         while not done.wait(every):
             state.elapsed = time.perf_counter() - began
+            state.in_flight = tuple(watch.flying())
             progress(state)
 
     thread = threading.Thread(target=beat, name="storetest-progress", daemon=True)
@@ -347,6 +368,9 @@ def _run(
                 result = done("skipped", SKIP_NO_REOPEN.format(how=CHECK_REOPEN))
             else:
                 result = _verdict(c, t, done)
+    except _stops.Interrupt:
+        result = done("interrupted", "interrupted (Ctrl-C) while the factory made the store: no verdict on "
+                      "the store")
     except (FactoryError, StoreShapeError) as exc:
         if result is None or result.outcome == "passed":
             result = _setup_error(exc, factory, done)
@@ -361,13 +385,33 @@ def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseR
     try:
         with shrink_budget(t.profile.shrink_steps, t.profile.shrink_seconds, reported):
             c.run(t)
-    except (KeyboardInterrupt, SystemExit):
-        raise
+    except _stops.Interrupt:
+        return _interrupted(t, done)
+    except _stops.StuckCall as stuck:
+        return _stuck(c, t, stuck, done)
     except ChildDied as exc:  # before the store was opened: no verdict about it
-        return done("error", str(exc))
+        return _interrupted(t, done) if t.watch.interrupted else done("error", str(exc))
     except BaseException as exc:
+        if t.watch.interrupted:
+            # Whatever the clause saw once Ctrl-C came (a cancelled call, a child process
+            # stopped by the same signal) is the interruption's doing, not the store's.
+            return _interrupted(t, done)
         return _failed(c, t, exc, reported, done)
     return done("passed", " ".join(t.findings), limits=tuple(t.limits))
+
+
+def _interrupted(t: Target, done: Callable[..., ClauseResult]) -> ClauseResult:
+    flying = f"; in flight: {', '.join(what for what, _ in t.watch.flying())}" if t.watch.flying() else ""
+    return done("interrupted", f"interrupted (Ctrl-C) while the clause ran: no verdict on the store{flying}")
+
+
+def _stuck(c: Clause, t: Target, stuck: _stops.StuckCall, done: Callable[..., ClauseResult]) -> ClauseResult:
+    """A call past the deadline: a violation naming it, and the clause's end."""
+    text = stuck.text()
+    violation = Violation(stuck.session, text)
+    details = "\n".join([f"{c.name}: 1 violation(s)", *("  " + line for line in violation.lines()),
+                         f"the clause stopped there; seconds waited: {stuck.seconds:g}"])
+    return done("failed", text, violations=(violation,), details=details, limits=tuple(t.limits))
 
 
 def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
@@ -435,6 +479,9 @@ def _innermost(exc: BaseException) -> BaseException:
 def _setup_error(exc: Exception, factory: Callable[..., Any], done: Callable[..., ClauseResult]) -> ClauseResult:
     if isinstance(exc, FactoryError):
         cause = exc.error
+        if isinstance(cause, _stops.StuckCall):
+            text = cause.text(f" while {exc.stage}")
+            return done("error", text, details=text, setup=True)
         return done("error", f"the {exc.label} raised {describe_exception(cause)} while {exc.stage}",
                     details=store_frames(cause, code_roots(factory)), setup=True)
     return done("error", str(exc), setup=True)
