@@ -85,6 +85,8 @@ class Watch:
     def __init__(self, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
         self.timeout = timeout
         self.interrupted = False
+        #: The calls in flight when Ctrl-C came.
+        self.at_interrupt: list[tuple[str, float]] = []
         #: The event loop of the clause in flight, and the task its main thread waits for.
         self.loop: asyncio.AbstractEventLoop | None = None
         self.current: asyncio.Future[Any] | None = None
@@ -206,6 +208,7 @@ class Watch:
             os.write(2, b"\nstoretest: interrupted again: exiting now, without teardown\n")
             os._exit(INTERRUPTED_STATUS)
         self.interrupted = True
+        self.at_interrupt = self.flying()
         os.write(2, b"\nstoretest: interrupted: stopping the clause in flight and running its teardown "
                     b"(Ctrl-C again to exit at once)\n")
         loop = self.loop
@@ -256,7 +259,7 @@ class DaemonPool(concurrent.futures.ThreadPoolExecutor):
         self._idle = 0
         self._busy = 0
         self._done = threading.Condition(self._lock)
-        self._threads: list[threading.Thread] = []
+        self._workers: list[threading.Thread] = []
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -265,8 +268,8 @@ class DaemonPool(concurrent.futures.ThreadPoolExecutor):
             if self._idle:
                 self._idle -= 1
                 return future
-            thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
-            self._threads.append(thread)
+            thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._workers)}", daemon=True)
+            self._workers.append(thread)
         thread.start()
         return future
 
@@ -295,7 +298,7 @@ class DaemonPool(concurrent.futures.ThreadPoolExecutor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
-            threads, idle = list(self._threads), self._idle
+            threads, idle = list(self._workers), self._idle
         for _ in threads:
             self._queue.put(None)
         if wait and idle == len(threads):

@@ -401,7 +401,8 @@ def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseR
 
 
 def _interrupted(t: Target, done: Callable[..., ClauseResult]) -> ClauseResult:
-    flying = f"; in flight: {', '.join(what for what, _ in t.watch.flying())}" if t.watch.flying() else ""
+    calls = t.watch.at_interrupt
+    flying = f"; in flight: {', '.join(f'{what} for {s:.1f} s' for what, s in calls)}" if calls else ""
     return done("interrupted", f"interrupted (Ctrl-C) while the clause ran: no verdict on the store{flying}")
 
 

@@ -149,7 +149,7 @@ def test_reports_carry_everything_a_reader_needs(tmp_path: Path) -> None:
     assert data["format"] >= 2
     (run,) = data["runs"]
     assert data["format"] == 3
-    assert run["totals"] == {"passed": 1, "failed": 1, "skipped": 0, "not claimed": 0, "error": 0,
+    assert run["totals"] == {"passed": 1, "failed": 1, "skipped": 0, "not claimed": 0, "error": 0, "interrupted": 0,
                              "not run": len(CLAUSES) - 2, "clauses": 2}
     failed = next(c for c in run["results"] if c["outcome"] == "failed")
     assert len(failed["violations"]) >= 1 and failed["replay"].startswith("storetest check thirdparty:make_store")
