@@ -188,6 +188,9 @@ def check(
             if c.name in skip:
                 result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic,
                                       exists_for=c.exists_for)
+            elif c.processes and not c.needs - (claims or c.needs) and (unguarded := _unguarded_main()):
+                result = ClauseResult(c.name, "error", unguarded, promise=c.promise, topic=c.topic,
+                                      exists_for=c.exists_for)
             elif c.processes and not c.needs - (claims or c.needs) and (unspawnable := _unspawnable(factory)):
                 result = ClauseResult(c.name, "skipped", unspawnable, promise=c.promise, topic=c.topic,
                                       exists_for=c.exists_for)
@@ -271,6 +274,39 @@ def with_replica_advice(report: Report, how: str) -> Report:
     results = tuple(dataclasses.replace(r, diagnosis=SKIP_NO_REPLICA.format(how=how))
                     if r.outcome == "skipped" and r.diagnosis == ours else r for r in report.results)
     return dataclasses.replace(report, results=results)
+
+
+def _unguarded_main() -> str:
+    """Why child processes cannot be spawned from here, or "": ``check()`` called from a
+    script's top level, outside ``if __name__ == "__main__":``. Each spawned child
+    re-runs that script from its top, so it would run check() again and fail with
+    multiprocessing's RuntimeError about the bootstrapping phase."""
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not path.endswith(".py"):
+        return ""
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return ""  # called from a function: the guard, if any, is around its call
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    line = frame.f_lineno
+    for node in tree.body:
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and "__name__" in ast.unparse(
+                    node.test):
+                return ""
+            break
+    return (f"this clause runs the store in child processes, which are spawned: each re-runs the script "
+            f"{Path(path).name!r} from its top, and so would call check() again. Put the call under "
+            "`if __name__ == \"__main__\":` in that script (line " f"{line}), as multiprocessing requires")
 
 
 def _unspawnable(factory: Callable[..., Any], label: str = "factory") -> str:
