@@ -7,10 +7,12 @@
 
 It calls :func:`storetest.check`, the same call every clause test of ``run_conformance``
 makes, so the verdicts are the same. Exit status: 0 when every claimed clause passed,
-1 when a clause or the factory failed (a factory's ``sys.exit()`` too), 4 for a usage
+1 when a clause or the factory failed (a call past the deadline, a factory's
+``SystemExit`` or ``KeyboardInterrupt`` too, each named as what it is), 4 for a usage
 error (a target that cannot be imported, with the error its own code raised), 5 when the
 selection ran no clause (none matched ``-k``, or the store claims none of those matched),
-as in pytest, and 130 when interrupted (Ctrl-C, or ``KeyboardInterrupt`` raised inside).
+as in pytest, and 130 when Ctrl-C interrupted the run (the clause in flight is reported
+interrupted, its teardown runs, and the report so far is printed and written).
 """
 
 from __future__ import annotations
@@ -203,8 +205,10 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="run the conformance suite against a store and print the report",
         description="Run every clause against a store. Exit 0 when every claimed clause passed, "
-        "1 when a clause or the factory failed, 4 for a usage error (also a target that cannot be imported), "
-        "5 when the selection ran no clause, 130 when interrupted.",
+        "1 when a clause or the factory failed (a call past --call-timeout, a factory's SystemExit or "
+        "KeyboardInterrupt too), 4 for a usage error (also a target that cannot be imported), "
+        "5 when the selection ran no clause, 130 when interrupted by Ctrl-C (the report so far is "
+        "printed and written; Ctrl-C again exits at once).",
     )
     run.add_argument("target", nargs="?",
                      help=f"package.module:factory or path/to/file.py:factory, a callable returning (or "
