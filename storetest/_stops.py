@@ -133,10 +133,11 @@ class Watch:
 
     def plain(self, what: str, fn: Callable[[], T], *, making: bool = True) -> T:
         """``fn()`` (a factory's plain code) on this thread within the deadline: past it,
-        a timer signal raises :class:`StuckCall` inside ``fn`` (in the main thread only;
-        elsewhere it runs unbounded)."""
+        a timer signal raises :class:`StuckCall` inside ``fn`` (in the main thread, when
+        no other timer is set; otherwise it runs unbounded)."""
         if (self._alarm or threading.current_thread() is not threading.main_thread()
-                or not hasattr(signal, "setitimer")):
+                or not hasattr(signal, "setitimer") or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+            # Off the main thread, or another timer is set (pytest-timeout's): never replaced.
             with self.flight(what):
                 return fn()
         armed = True
