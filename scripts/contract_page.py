@@ -142,7 +142,8 @@ All three go through `storetest.check`, so they call factories the same way.
   cannot be killed, so it is abandoned (a daemon thread: the process can still exit)
   and the clause's teardown skipped, and the report says both. A factory past it is the
   factory's `error` (a plain factory is stopped by an exception raised inside it, on the
-  main thread when no other timer, such as pytest-timeout's, is set). The heartbeat names the calls in flight and for how long.
+  main thread when no other timer, such as pytest-timeout's, is set). The heartbeat
+  names the calls in flight and for how long.
 - **Ctrl-C.** Under `check()`, `storetest check` and pytest, the clause in flight is
   cancelled at a safe point and reported `interrupted`, never as an error of the store;
   its teardown runs; `check()` raises `storetest.Interrupted` (a `KeyboardInterrupt`)
