@@ -230,3 +230,26 @@ def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("error ") and 'if __name__ == "__main__":' in done.stdout, done.stdout
     assert "bootstrapping" not in done.stdout + done.stderr
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_the_plugin_takes_the_deadline_from_its_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import asyncio
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+
+        class Stuck(MemoryStore):
+            async def take_steers(self, session):
+                await asyncio.Event().wait()
+
+        run_conformance(Stuck, name="stuck")
+        """
+    )
+    result = pytester.runpytest("-k", "in_order_exactly_once", "--storetest-call-timeout=0.5")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*take_steers('st-*') on the factory's store did not return within 0.5 s*"])
+    assert pytester.runpytest("--storetest-call-timeout=0").ret == pytest.ExitCode.USAGE_ERROR
