@@ -188,7 +188,8 @@ def check(
             if c.name in skip:
                 result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic,
                                       exists_for=c.exists_for)
-            elif c.processes and not c.needs - (claims or c.needs) and (unguarded := _unguarded_main()):
+            elif ((c.processes or (c.reopen and reopen is not None)) and not c.needs - (claims or c.needs)
+                  and (unguarded := _unguarded_main())):
                 result = ClauseResult(c.name, "error", unguarded, promise=c.promise, topic=c.topic,
                                       exists_for=c.exists_for)
             elif c.processes and not c.needs - (claims or c.needs) and (unspawnable := _unspawnable(factory)):
