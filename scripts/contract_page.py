@@ -133,6 +133,23 @@ All three go through `storetest.check`, so they call factories the same way.
   newest first (the replica before the store). A teardown that raises after a clause
   passed turns that clause into `error`; after a failure, the failure is what is
   reported.
+- **A deadline on every call.** Each call into the store, and each step of a factory
+  (making the store, tearing it down), may take the profile's `call_timeout` (60 s, above
+  any bound a reference store sets on its own calls; `check(call_timeout=)`,
+  `storetest check --call-timeout`, `pytest --storetest-call-timeout`). A store call
+  past it is a violation naming the call, the session and the seconds waited, and the
+  clause ends: an async call is cancelled and the teardown runs; a plain call's thread
+  cannot be killed, so it is abandoned (a daemon thread: the process can still exit)
+  and the clause's teardown skipped, and the report says both. A factory past it is the
+  factory's `error` (a plain factory is stopped by an exception raised inside it, on the
+  main thread when no other timer, such as pytest-timeout's, is set). The heartbeat
+  names the calls in flight and for how long.
+- **Ctrl-C.** Under `check()`, `storetest check` and pytest, the clause in flight is
+  cancelled at a safe point and reported `interrupted`, never as an error of the store;
+  its teardown runs; `check()` raises `storetest.Interrupted` (a `KeyboardInterrupt`)
+  whose `report` holds the verdicts so far, with "interrupted after N of M clauses", and
+  the command and the plugin print that table and write every report asked for, then
+  exit 130. A second Ctrl-C exits at once, without teardown.
 - **Replicas.** With `replica=other_factory`, each clause that runs calls the factory,
   then the replica factory, which may take a parameter named `primary` to receive the
   first store. The replica must be a second handle on the *same data* (another pool,
@@ -153,7 +170,7 @@ All three go through `storetest.check`, so they call factories the same way.
   reason saying how to give it.
 - **Where methods run.** An async store's methods run as tasks on the event loop the
   factory ran on (an asyncpg pool must stay on the loop that made it), many at once in
-  the concurrency clauses. A plain store's methods run in threads (up to {max_threads} at once);
+  the concurrency clauses. A plain store's methods run in threads (daemon threads, one per call in flight);
   the factory itself runs on the calling thread.
 - **Sessions.** Every clause uses its own session ids, with a random part (the nonce)
   that differs from run to run (`st-<nonce>-c<clause>...`; with `--seed` and `--nonce`
@@ -251,13 +268,17 @@ power cut or a kernel crash (data the kernel had and the disk did not) is beyond
 
 EXIT_MEANINGS = {
     "EXIT_OK": "every claimed clause passed (skipped and not-claimed clauses aside)",
-    "EXIT_FAILED": "a clause failed, or a factory or the suite raised (`error`; a factory's `sys.exit()` "
-    "too)",
+    "EXIT_FAILED": "a clause failed, or a factory or the suite raised (`error`): a store or factory call "
+    "past the deadline (`--call-timeout`), a factory's `SystemExit` or `KeyboardInterrupt` too, each named as "
+    "what it is",
     "EXIT_USAGE": "a usage error: bad arguments, a target that cannot be imported (a missing module, or "
     "any error its own code raised at import, with only its frames), a report path that cannot be written",
     "EXIT_NO_CLAUSE": "the selection ran no clause: `-k` matched none, or the store claims none of those "
     "it matched (pytest's exit status for no tests)",
-    "EXIT_INTERRUPTED": "interrupted: Ctrl-C, or a factory or store raised `KeyboardInterrupt`; no verdict",
+    "EXIT_INTERRUPTED": "interrupted by Ctrl-C (SIGINT): the clause in flight is reported `interrupted` "
+    "(never an error of the store), its teardown runs, the table so far and every `--report` are written with "
+    "\"interrupted after N of M clauses\"; a second Ctrl-C exits at once, without teardown. `pytest` exits "
+    "130 too when Ctrl-C stops a run with storetest clauses in it (its own status is 2)",
 }
 
 
@@ -562,7 +583,6 @@ def render_lifecycle() -> list[str]:
     runner = importlib.import_module("storetest.runner")
     cli = importlib.import_module("storetest.cli")
     plugin = importlib.import_module("storetest.plugin")
-    harness = importlib.import_module("storetest._harness")
     supplied = "\n".join(f"| `{name}` | {text} |" for name, text in SUPPLIED)
     exits = "\n".join(f"| {getattr(cli, name)} | {text} |" for name, text in EXIT_MEANINGS.items())
     cli_doc = inspect.cleandoc(cli.__doc__ or "")
@@ -573,7 +593,6 @@ def render_lifecycle() -> list[str]:
         check_signature=_signature(runner.check),
         run_conformance_signature=_signature(plugin.run_conformance),
         run_conformance_doc=markdown(plugin.run_conformance.__doc__),
-        max_threads=harness.MAX_THREADS,
         report_types="\n".join(line for cls in (runner.Report, runner.ClauseResult)
                                 for line in render_value_type(cls.__name__, cls)),
         check_doc=markdown(runner.check.__doc__),

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from storetest.failures import ConformanceFailure, Violation
     from storetest.item_binding import item_sessions, owned
     from storetest.plugin import run_conformance
-    from storetest.results import ClauseResult, Report
+    from storetest.results import ClauseResult, Interrupted, Report
     from storetest.runner import check
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "CodecError",
     "ConformanceFailure",
     "Content",
+    "Interrupted",
     "Message",
     "OutcomeUnknown",
     "Report",
@@ -108,6 +109,7 @@ _LAZY = {
     "check": "storetest.runner",
     "Report": "storetest.results",
     "ClauseResult": "storetest.results",
+    "Interrupted": "storetest.results",
     "ConformanceFailure": "storetest.failures",
     "Violation": "storetest.failures",
     "item_sessions": "storetest.item_binding",

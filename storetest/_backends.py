@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from storetest import _stops
 from storetest._harness import Handle, Target, close_factory, enter_factory, open_target
 
 __all__ = ["ChildDied", "SpawnError", "fresh_fixtures", "open_handles", "run_in_processes", "spawn_reference"]
@@ -164,7 +165,10 @@ def run_in_processes(t: Target, workload: Callable[..., Any], arguments: Sequenc
         out: dict[int, Any] = {}
         deadline = time.monotonic() + CHILD_TIMEOUT
         dead: dict[int, float] = {}  # children seen exited without an answer, and when
+        watch = _stops.current()
         while len(out) < len(children):
+            if watch.interrupted:
+                raise _stops.Interrupt  # Ctrl-C stops the clause here too
             try:
                 k, ok, value = results.get(timeout=0.2)
             except queue.Empty:

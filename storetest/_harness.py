@@ -17,13 +17,12 @@ import random
 import sys
 import typing
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from storetest import races
+from storetest import _stops, races
 from storetest.contract import Message
 from storetest.profiles import Profile
 
@@ -41,8 +40,9 @@ CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     "adk": ("create_session", "get_session", "list_sessions", "append_event", "delete_session"),
 }
 
-#: Threads a plain store is driven from at once; enough for every race.
-MAX_THREADS: Final = 32
+
+class StoreExit(Exception):
+    """A store method raised KeyboardInterrupt or SystemExit (the cause), as an error of the store."""
 
 
 class StoreShapeError(TypeError):
@@ -157,12 +157,15 @@ class Handle:
         self.first_error: BaseException | None = None
         self.after_first: list[bool] = []
         self.roots = code_roots(store)
+        self.watch = _stops.current()
 
     async def call(self, name: str, *args: object) -> Any:
         method = getattr(self.raw, name)
+        session = args[0] if args and isinstance(args[0], str) else ""
+        what = f"{name}({session!r}{', ...' if len(args) > 1 else ''}) on the {self.label}'s store"
         try:
             if self.is_async:
-                result = await method(*args)
+                result = await self.watch.call(what, session, lambda: method(*args), thread=False)
             else:
                 barrier = races.start_line()
                 racing = races.in_plain_race()
@@ -174,7 +177,15 @@ class Handle:
                     with races.preemptible(self.roots):
                         return method(*args)
 
-                result = await asyncio.to_thread(run)
+                result = await self.watch.call(what, session, lambda: asyncio.to_thread(run),
+                                               thread=True)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            # Raised by the store's own code (Ctrl-C never raises inside a run): its failure.
+            error = StoreExit(f"{name}() raised {type(exc).__name__}{f': {exc}' if str(exc) else ''} "
+                              "(a store method must not stop the program)")
+            self._outcome(error)
+            self.errors.append((f"{name}() on the {self.label}'s store", error))
+            raise error from exc
         except Exception as exc:
             self._outcome(exc)
             self.errors.append((f"{name}() on the {self.label}'s store", exc))
@@ -182,7 +193,7 @@ class Handle:
         self._outcome(None)
         return result
 
-    def _outcome(self, error: Exception | None) -> None:
+    def _outcome(self, error: BaseException | None) -> None:
         if self.first_error is not None:
             self.after_first.append(error is None)
         elif error is not None and not isinstance(error, (TypeError, ValueError)):
@@ -235,6 +246,8 @@ class Target:
         self.rng = random.Random(f"{self.seed}:{self.clause}")
         #: Where a progress display reads how far the clause has got (``examples``).
         self.progress: Any = None
+        #: The run's deadline and Ctrl-C (see :mod:`storetest._stops`).
+        self.watch = _stops.current()
 
     def tick(self) -> None:
         """One more example, round or state-machine run done (for progress displays)."""
@@ -242,8 +255,9 @@ class Target:
             self.progress.examples += 1
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the store's event loop and return its result."""
-        return self.loop.run_until_complete(work)
+        """Run a coroutine on the store's event loop and return its result (Ctrl-C
+        cancels it and raises ``storetest._stops.Interrupt``)."""
+        return self.watch.run(self.loop, work)
 
     def new_session(self, label: str = "s") -> str:
         """A session id nobody has used: ``st-<nonce>-<clause tag><n>-<label>``."""
@@ -269,7 +283,7 @@ def new_nonce() -> str:
 
 def new_loop() -> asyncio.AbstractEventLoop:
     loop = asyncio.new_event_loop()
-    loop.set_default_executor(ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="storetest"))
+    loop.set_default_executor(_stops.DaemonPool("storetest"))
     return loop
 
 
@@ -307,63 +321,90 @@ def open_target(
     :raises StoreShapeError: a factory returned something that is not a store.
     """
     loop = new_loop()
+    watch = _stops.current()
+    watch.loop = loop
+    watch.abandoned = []
     closers: list[Any] = []
     errors: list[tuple[str, BaseException]] = []
     try:
-        store = loop.run_until_complete(_open("factory", factory, fixtures, closers))
+        store = watch.run(loop, _open("factory", factory, fixtures, closers))
         second = None
         if replica is not None:
-            opened = loop.run_until_complete(
-                _open("replica factory", replica, {**fixtures, "primary": store}, closers)
-            )
+            opened = watch.run(loop, _open("replica factory", replica, {**fixtures, "primary": store}, closers))
             second = Handle(opened, "replica factory", errors)
-        yield Target(clause, Handle(store, "factory", errors), second, loop, profile, seed, nonce, tag, errors,
-                     factory=factory, fixtures=fixtures)
+        target = Target(clause, Handle(store, "factory", errors), second, loop, profile, seed, nonce, tag, errors,
+                        factory=factory, fixtures=fixtures)
+        target.watch = watch
+        yield target
     except BaseException as exc:
         # Cleanup never replaces the error that is already on its way out.
         try:
-            _close_all(loop, closers)
+            _teardown(loop, closers, watch)
         except FactoryError as teardown:
             exc.add_note(f"and then: {teardown}")
         raise
     else:
-        _close_all(loop, closers)
+        _teardown(loop, closers, watch)
     finally:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.run_until_complete(loop.shutdown_default_executor())
-        loop.close()
+        if watch.abandoned:
+            # A thread is still in the store: leave the loop and the factories as they are.
+            watch.kept += [loop, closers]
+        else:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
+        watch.loop = None
+
+
+def _teardown(loop: asyncio.AbstractEventLoop, closers: list[Any], watch: _stops.Watch) -> None:
+    """Tear the factories down, once no thread is in the store any more: after Ctrl-C
+    a plain call may still be running (up to the deadline); one still in the store then
+    is abandoned, and so is the teardown."""
+    pool = loop._default_executor  # type: ignore[attr-defined]
+    if not watch.abandoned and isinstance(pool, _stops.DaemonPool) and not pool.wait_idle(watch.timeout):
+        watch.abandoned.append("a plain call still running when the clause ended")
+    if not watch.abandoned:
+        _close_all(loop, closers)
 
 
 async def _open(label: str, fn: Callable[..., Any], available: Mapping[str, Any], closers: list[Any]) -> Any:
     try:
         return await enter_factory(label, fn, available, closers)
-    except (Exception, SystemExit) as exc:  # a factory's sys.exit() is its failure, not the run's end
+    except _stops.Interrupt:
+        raise
+    except (Exception, SystemExit, KeyboardInterrupt, _stops.StuckCall) as exc:
+        # A factory's sys.exit() or KeyboardInterrupt is its failure, not the run's end
+        # (Ctrl-C never raises inside a run), and so is a factory that never returns.
         raise FactoryError(label, "making the store", exc) from exc
 
 
 async def enter_factory(label: str, fn: Callable[..., Any], available: Mapping[str, Any],
                         closers: list[Any]) -> Any:
     """Call a factory (plain, async, or a generator of either) with the values its
-    parameters name; a generator's teardown goes on ``closers`` as ``(label, gen)``."""
-    result = fn(**{n: available[n] for n in parameter_names(fn)})
+    parameters name, each step within the run's call deadline; a generator's teardown
+    goes on ``closers`` as ``(label, gen)``."""
+    watch = _stops.current()
+    what = f"the {label}"
+    result = watch.plain(what, lambda: fn(**{n: available[n] for n in parameter_names(fn)}))
     if inspect.isasyncgen(result):
         closers.append((label, result))
-        return await result.__anext__()
+        return await watch.step(what, result.__anext__())
     if inspect.isgenerator(result):
         closers.append((label, result))
-        return next(result)
+        return watch.plain(what, lambda: next(result))
     if inspect.isawaitable(result):
-        return await result
+        return await watch.step(what, result)
     return result
 
 
 def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
     """Tear down every factory, newest first; one failing does not skip the rest."""
+    watch = _stops.current()
     errors = []
     for label, closer in reversed(closers):
         try:
-            loop.run_until_complete(_close(closer))
-        except Exception as exc:
+            watch.run(loop, _close(closer, f"the {label}"), interruptible=False)
+        except (Exception, SystemExit, KeyboardInterrupt, _stops.StuckCall) as exc:
             errors.append(FactoryError(label, "tearing the store down", exc))
     if errors:
         raise errors[0] from errors[0].error
@@ -371,15 +412,16 @@ def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
 
 async def close_factory(generator: Any) -> None:
     """Run a generator factory's teardown (the code after its one ``yield``)."""
-    await _close(generator)
+    await _close(generator, "the factory")
 
 
-async def _close(generator: Any) -> None:
+async def _close(generator: Any, what: str) -> None:
+    watch = _stops.current()
     try:
         if inspect.isasyncgen(generator):
-            await generator.__anext__()
+            await watch.step(what, generator.__anext__())
         else:
-            next(generator)
+            watch.plain(what, lambda: next(generator), making=False)
     except (StopIteration, StopAsyncIteration):
         return
     raise RuntimeError(f"the store factory {generator!r} yielded twice; it must yield the store once")

@@ -7,10 +7,12 @@
 
 It calls :func:`storetest.check`, the same call every clause test of ``run_conformance``
 makes, so the verdicts are the same. Exit status: 0 when every claimed clause passed,
-1 when a clause or the factory failed (a factory's ``sys.exit()`` too), 4 for a usage
+1 when a clause or the factory failed (a call past the deadline, a factory's
+``SystemExit`` or ``KeyboardInterrupt`` too, each named as what it is), 4 for a usage
 error (a target that cannot be imported, with the error its own code raised), 5 when the
 selection ran no clause (none matched ``-k``, or the store claims none of those matched),
-as in pytest, and 130 when interrupted (Ctrl-C, or ``KeyboardInterrupt`` raised inside).
+as in pytest, and 130 when Ctrl-C interrupted the run (the clause in flight is reported
+interrupted, its teardown runs, and the report so far is printed and written).
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from typing import Any
 
 from storetest.clauses import CLAUSES
 from storetest.failures import describe_exception, store_frames
-from storetest.profiles import PROFILES
+from storetest.profiles import PROFILES, check_call_timeout
 from storetest.report import render, unwritable
-from storetest.results import SHOWN, Progress, Report, render_text
+from storetest.results import SHOWN, Interrupted, Progress, Report, render_text
 from storetest.runner import SUPPLIED, check, check_reopen, unsupplied, with_reopen_advice, with_replica_advice
 
 __all__ = ["main"]
@@ -203,8 +205,10 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="run the conformance suite against a store and print the report",
         description="Run every clause against a store. Exit 0 when every claimed clause passed, "
-        "1 when a clause or the factory failed, 4 for a usage error (also a target that cannot be imported), "
-        "5 when the selection ran no clause, 130 when interrupted.",
+        "1 when a clause or the factory failed (a call past --call-timeout, a factory's SystemExit or "
+        "KeyboardInterrupt too), 4 for a usage error (also a target that cannot be imported), "
+        "5 when the selection ran no clause, 130 when interrupted by Ctrl-C (the report so far is "
+        "printed and written; Ctrl-C again exits at once).",
     )
     run.add_argument("target", nargs="?",
                      help=f"package.module:factory or path/to/file.py:factory, a callable returning (or "
@@ -227,10 +231,23 @@ def _parser() -> argparse.ArgumentParser:
                      help="only clauses matching the expression, as pytest's -k: words matched against the "
                      "clause name, with and, or (or a comma), not and parentheses")
     run.add_argument("-q", "--quiet", action="store_true", help="no line per clause as it finishes")
+    run.add_argument("--call-timeout", type=float, metavar="SECONDS",
+                     help="seconds one call into the store or a factory may take before it is reported "
+                     "stuck and its clause ends (default: the profile's, 60)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns its exit status. Ctrl-C outside a run (while a target
+    imports, or a report is written) exits 130 too, with one line, not a traceback."""
+    try:
+        return _command(argv)
+    except KeyboardInterrupt:
+        print("\nstoretest check: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _command(argv: list[str] | None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -258,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"takes only those (a function of a few lines that calls yours)")
         clauses = _selected(args.keyword)
         _writable(args.report)
+        try:
+            check_call_timeout(args.call_timeout)
+        except ValueError as exc:
+            raise _Usage(f"--{exc}") from None
     except _Usage as exc:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -274,18 +295,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  [{state.index + 1}/{state.total}] {SHOWN[r.outcome]:5} {r.clause} ({r.seconds:.2f}s)",
                   flush=True)
         elif state.elapsed:
+            flying = f"; {state.flying()}" if state.in_flight else ""
             print(f"  [{state.index + 1}/{state.total}] ...   {state.clause}: {state.elapsed:.0f}s, "
-                  f"{state.examples} examples or rounds done", flush=True)
+                  f"{state.examples} examples or rounds done{flying}", flush=True)
 
     try:
         report = check(factory, replica, clauses=clauses, profile=args.profile, seed=args.seed,
-                       nonce=args.nonce, name=args.name, progress=progress, idle=args.idle, reopen=reopen)
+                       nonce=args.nonce, name=args.name, progress=progress, idle=args.idle, reopen=reopen,
+                       call_timeout=args.call_timeout)
     except (TypeError, ValueError) as exc:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        # Ctrl-C, or a factory or store that raised KeyboardInterrupt: never the store's verdict.
-        print("storetest check: interrupted; no verdict", file=sys.stderr)
+    except Interrupted as stop:
+        # Ctrl-C: the verdicts so far, the clause in flight as interrupted, every report written.
+        _print(with_reopen_advice(with_replica_advice(_with_replays(stop.report, args),
+                                                      "pass --replica MODULE:FACTORY"),
+                                  "pass --reopen MODULE:FACTORY"), args)
+        print(f"storetest check: {stop.report.interrupted}", file=sys.stderr)
         return EXIT_INTERRUPTED
     report = with_replica_advice(_with_replays(report, args), "pass --replica MODULE:FACTORY")
     report = with_reopen_advice(report, "pass --reopen MODULE:FACTORY")

@@ -21,11 +21,12 @@ import pytest
 
 from storetest import _databases
 from storetest._harness import CAPABILITIES, declared_capabilities, new_nonce
+from storetest._stops import INTERRUPTED_STATUS
 from storetest.clauses import CLAUSES
 from storetest.failures import Violation
-from storetest.profiles import PROFILES, check_idle, profile_named
+from storetest.profiles import PROFILES, check_call_timeout, check_idle, profile_named
 from storetest.report import render, unwritable
-from storetest.results import ClauseResult, Progress, Report, not_claimed, render_text
+from storetest.results import ClauseResult, Interrupted, Progress, Report, not_claimed, render_text
 from storetest.runner import check, check_reopen, with_reopen_advice, with_replica_advice
 
 __all__ = ["run_conformance"]
@@ -161,11 +162,21 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
         pytest.skip(f"not run: {stopped[spec.name]}")
     # Two runs in one session (two stores on one database) must not share session ids.
     run_nonce = nonce + hashlib.blake2s(spec.name.encode(), digest_size=2).hexdigest()
-    report = check(
-        spec.factory, spec.replica, clauses=[clause], profile=config.option.storetest_profile,
-        seed=seed, nonce=run_nonce, name=spec.name, skip=spec.skip, fixtures=request.getfixturevalue,
-        progress=_progress_line(config), idle=config.option.storetest_idle, reopen=spec.reopen,
-    )
+    try:
+        report = check(
+            spec.factory, spec.replica, clauses=[clause], profile=config.option.storetest_profile,
+            seed=seed, nonce=run_nonce, name=spec.name, skip=spec.skip, fixtures=request.getfixturevalue,
+            progress=_progress_line(config), idle=config.option.storetest_idle, reopen=spec.reopen,
+            call_timeout=config.option.storetest_call_timeout,
+        )
+    except Interrupted as stop:
+        # Ctrl-C: pytest gets its KeyboardInterrupt and stops; the clause's row (interrupted,
+        # never an error of the store) goes straight to the table, as no report is logged.
+        (result,) = stop.report.results
+        collector = config.pluginmanager.get_plugin("storetest-report")
+        if isinstance(collector, _ConformanceReport):
+            collector.rows[request.node.nodeid] = _row(stop.report, result, request.node.nodeid, spec)
+        raise KeyboardInterrupt(f"storetest: Ctrl-C while {clause} ran (its teardown has run)") from None
     replay = (f"pytest '{request.node.nodeid}' --storetest-seed={seed} "
               f"--storetest-nonce={nonce} --storetest-profile={report.profile}"
               + (f" --storetest-idle={config.option.storetest_idle:g}" if config.option.storetest_idle else ""))
@@ -201,8 +212,9 @@ def _progress_line(config: pytest.Config) -> Callable[[Progress], None] | None:
 
     def line(state: Progress) -> None:
         if state.result is None and state.elapsed:
+            flying = f"; {state.flying()}" if state.in_flight else ""
             reporter.write_line(f"    storetest: {state.clause}: {state.elapsed:.0f}s, "
-                                f"{state.examples} examples or rounds done")
+                                f"{state.examples} examples or rounds done{flying}")
 
     return line
 
@@ -264,6 +276,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the conformance report to FILE: JSON if it ends in .json, one HTML file if in .html, "
         "else Markdown; give it again for more than one",
     )
+    group.addoption(
+        "--storetest-call-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds one call into the store or a factory may take before it is reported stuck and "
+        "its clause ends (default: the profile's, 60)",
+    )
     parser.addini("storetest_profile", "default effort profile for storetest clauses")
 
 
@@ -283,6 +303,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--storetest-report {path!r}: {problem}")
     try:
         check_idle(config.getoption("storetest_idle"))
+        check_call_timeout(config.getoption("storetest_call_timeout"))
     except ValueError as exc:
         raise pytest.UsageError(f"--storetest-{exc}") from None
     seed = config.getoption("storetest_seed")
@@ -335,6 +356,25 @@ class _ConformanceReport:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.rows: dict[str, dict[str, Any]] = {}
+        #: Clause tests collected, by run; whether Ctrl-C stopped the session.
+        self.collected: dict[str, int] = {}
+        self.interrupted = False
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            marker = item.get_closest_marker("storetest")
+            if marker is not None:
+                run = marker.kwargs["run"]
+                self.collected[run] = self.collected.get(run, 0) + 1
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # An interrupted conformance run exits 130, as `storetest check` does (pytest's own is 2).
+        if self.interrupted and self.collected:
+            session.exitstatus = INTERRUPTED_STATUS
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
@@ -369,6 +409,9 @@ class _ConformanceReport:
                                    key=lambda r: order.get(r.clause, len(order))))
             ran = {r.clause for r in results}
             first = rows[0]
+            finished = len([r for r in results if r.outcome != "interrupted"])
+            total = len(unclaimed) + self.collected.get(run, len(rows))
+            stop = f"interrupted after {finished} of {total} clauses" if self.interrupted else ""
             out.append(Report(
                 name=run, profile=first["profile"], seed=first["seed"], nonce=first["nonce"],
                 results=results, capabilities=tuple(sorted({c for r in rows for c in r["capabilities"]})),
@@ -376,6 +419,7 @@ class _ConformanceReport:
                 not_run=tuple(c.name for c in CLAUSES if c.name not in ran),
                 target=first.get("target", ""), replica=first.get("replica", ""),
                 started=min(r.get("started", "") for r in rows), versions=first.get("versions", {}),
+                interrupted=stop,
             ))
         return out
 

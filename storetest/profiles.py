@@ -2,7 +2,9 @@
 and :func:`storetest.check` alike.
 
 ``fast`` is the default (seconds per store); ``ci`` doubles it; ``thorough`` is slow
-and opt-in. No deadlines anywhere: a real database's latency is not the store's bug.
+and opt-in. No deadline on a clause or an example (a real database's latency is not the
+store's bug); only a call that does not return at all is cut off, after
+``call_timeout`` seconds, above any bound a reference store puts on its own calls.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile", "check_idle", "profile_named"]
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile", "check_call_timeout", "check_idle", "profile_named"]
+
+#: Seconds a store or factory call may take before it is reported stuck (every profile's).
+DEFAULT_CALL_TIMEOUT: Final = 60.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,9 @@ class Profile:
     #: after which it stops killing, whichever comes first.
     crash_kills: int = 24
     crash_seconds: float = 40.0
+    #: Seconds one call into the store or a factory may take; past it the call is a
+    #: violation naming it, and the clause ends (see ``storetest._stops``).
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
 
 
 PROFILES: Final[dict[str, Profile]] = {
@@ -83,3 +91,19 @@ def check_idle(idle: object) -> float | None:
     if not 0 < seconds < float("inf"):
         raise ValueError(f"idle must be a number of seconds above zero, not {idle!r}")
     return seconds
+
+
+def check_call_timeout(seconds: object) -> float | None:
+    """``seconds`` as the call deadline, or ``None`` to keep the profile's.
+
+    :raises ValueError: not a finite number of seconds above zero.
+    """
+    if seconds is None:
+        return None
+    try:
+        value = float(seconds)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"call-timeout must be a number of seconds, not {seconds!r}") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"call-timeout must be a number of seconds above zero, not {seconds!r}")
+    return value

@@ -134,7 +134,9 @@ async def gather_all(work: Sequence[Awaitable[T]]) -> list[T]:
     """``asyncio.gather`` that waits for every task before raising the first error, so
     no task is left running against the store when a clause fails."""
     results = await asyncio.gather(*work, return_exceptions=True)
-    for result in results:
+    # A call past its deadline, or Ctrl-C, ends the clause: it outranks a store's error.
+    stops = [r for r in results if isinstance(r, BaseException) and not isinstance(r, Exception)]
+    for result in stops or results:
         if isinstance(result, BaseException):
             raise result
     return results  # type: ignore[return-value]

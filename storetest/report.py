@@ -161,6 +161,7 @@ def _as_json(report: Report) -> dict[str, Any]:
                                                               "clauses": len(report.results)},
         "summary": report.summary(),
         "stopped": report.stopped,
+        "interrupted": report.interrupted,
         "results": [asdict(r) | {"replay": _replay(report, r) if r.outcome in ("failed", "error") else ""}
                     for r in report.results],
         "not_claimed": report.not_claimed(),

@@ -14,12 +14,14 @@ from typing import Final, Literal
 
 from storetest.failures import Violation
 
-__all__ = ["CAPABILITY_NAMES", "SHOWN", "ClauseResult", "Outcome", "Progress", "Report", "not_claimed", "render_text"]
+__all__ = ["CAPABILITY_NAMES", "SHOWN", "ClauseResult", "Interrupted", "Outcome", "Progress", "Report", "not_claimed",
+           "render_text"]
 
-Outcome = Literal["passed", "failed", "skipped", "not claimed", "error"]
+Outcome = Literal["passed", "failed", "skipped", "not claimed", "error", "interrupted"]
 
 #: How each outcome is shown in a table.
-SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not claimed": "n/c", "error": "ERROR"}
+SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not claimed": "n/c", "error": "ERROR",
+                "interrupted": "INTR"}
 
 #: What a report calls a capability when its key is not plain English.
 CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history", "adk": "ADK session service"}
@@ -85,6 +87,15 @@ class Progress:
     #: Examples, rounds or state-machine runs finished so far in this clause.
     examples: int = 0
     result: ClauseResult | None = None
+    #: The calls into the store or a factory in flight, oldest first, with the seconds
+    #: each has taken so far (set on every heartbeat).
+    in_flight: tuple[tuple[str, float], ...] = ()
+
+    def flying(self) -> str:
+        """``in flight: take_steers('s') on the factory's store for 12 s``, or ""."""
+        if not self.in_flight:
+            return ""
+        return "in flight: " + "; ".join(f"{what} for {seconds:.0f} s" for what, seconds in self.in_flight)
 
 
 @dataclass(frozen=True)
@@ -111,14 +122,17 @@ class Report:
     #: When the run started (UTC, ISO 8601), and the versions that made the verdict.
     started: str = ""
     versions: Mapping[str, str] = field(default_factory=dict)
+    #: ``interrupted after N of M clauses`` when Ctrl-C stopped the run, or "".
+    interrupted: str = ""
 
     def count(self, outcome: Outcome) -> int:
         return sum(r.outcome == outcome for r in self.results)
 
     @property
     def ok(self) -> bool:
-        """Every claimed clause that ran passed (skips and unclaimed clauses aside)."""
-        return not any(r.outcome in ("failed", "error") for r in self.results)
+        """Every claimed clause that ran passed (skips and unclaimed clauses aside), and
+        the run was not interrupted."""
+        return not self.interrupted and not any(r.outcome in ("failed", "error") for r in self.results)
 
     @property
     def ran(self) -> bool:
@@ -159,13 +173,14 @@ class Report:
 
     def summary(self) -> str:
         parts = [f"{self.count('passed')} passed", f"{self.count('failed')} failed"]
-        extra: tuple[Outcome, ...] = ("error", "skipped", "not claimed")
+        extra: tuple[Outcome, ...] = ("error", "skipped", "not claimed", "interrupted")
         for outcome in extra:
             if self.count(outcome):
                 parts.append(f"{self.count(outcome)} {outcome}")
         if self.not_run:
             parts.append(f"{len(self.not_run)} not run")
-        return f"{len(self.results)} clauses: " + ", ".join(parts)
+        line = f"{len(self.results)} clauses: " + ", ".join(parts)
+        return f"{line}; {self.interrupted}" if self.interrupted else line
 
     def __str__(self) -> str:
         return render_text(self)
@@ -200,3 +215,14 @@ def render_text(report: Report, width: int = 100) -> str:
         lines += textwrap.wrap(f"not run ({len(report.not_run)}): {', '.join(report.not_run)}", max(40, width - 2),
                                initial_indent="  ", subsequent_indent="        ")
     return "\n".join(lines)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :func:`storetest.check`: ``report`` holds every verdict so far, the
+    clause in flight as ``interrupted`` (never an error of the store) and the clauses
+    after it as not run. A KeyboardInterrupt, so a script that does not catch it stops
+    as Ctrl-C stops any Python program (exit status 130)."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        super().__init__(report.interrupted)

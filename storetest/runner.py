@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from storetest import _stops
 from storetest._backends import ChildDied
 from storetest._databases.redis import new_prefix
 from storetest._harness import (
@@ -33,15 +34,11 @@ from storetest._harness import (
 )
 from storetest.clauses import CLAUSES, Clause
 from storetest.clauses._support import hypothesis_home, shrink_budget, stopped_shrinking_early
-from storetest.failures import (
-    conformance_failures,
-    describe_exception,
-    store_frames,
-)
-from storetest.profiles import Profile, check_idle, profile_named
-from storetest.results import ClauseResult, Outcome, Progress, Report, not_claimed
+from storetest.failures import Violation, conformance_failures, describe_exception, store_frames
+from storetest.profiles import Profile, check_call_timeout, check_idle, profile_named
+from storetest.results import ClauseResult, Interrupted, Outcome, Progress, Report, not_claimed
 
-__all__ = ["ClauseResult", "Outcome", "Progress", "Report", "check", "check_reopen", "unsupplied",
+__all__ = ["ClauseResult", "Interrupted", "Outcome", "Progress", "Report", "check", "check_reopen", "unsupplied",
            "with_reopen_advice", "with_replica_advice"]
 
 SKIP_NO_IDLE: Final = (
@@ -94,6 +91,7 @@ def check(
     heartbeat: float = 10.0,
     idle: float | None = None,
     reopen: Callable[..., Any] | None = None,
+    call_timeout: float | None = None,
 ) -> Report:
     """Run the conformance clauses against the store ``factory`` makes; return every verdict.
 
@@ -129,10 +127,20 @@ def check(
         factory's and get the same values, the data's location (``tmp_path``, a database
         URL, a key prefix); often the factory itself. With it the crash clauses run; without
         it they are skipped with a reason that says so.
+    :param call_timeout: seconds one call into the store or a factory may take
+        (default: the profile's, 60). A call past it is a violation naming the call, the
+        session and the seconds waited, and its clause ends: an async call is
+        cancelled; a plain call's thread cannot be stopped, so it is abandoned and the
+        clause's teardown skipped; a plain factory is stopped by an exception raised
+        inside it (in the main thread). The heartbeat names the calls in flight.
+    :raises Interrupted: Ctrl-C (SIGINT, in the main thread) stopped the run: the clause
+        in flight is reported ``interrupted``, its teardown has run, and the exception's
+        ``report`` holds the verdicts so far. A second Ctrl-C exits at once (status 130).
     :raises TypeError: ``factory`` or ``replica`` is not callable, a factory has a
         parameter nothing supplies, or ``reopen`` cannot be imported by a child process.
     :raises ValueError: an unknown clause name in ``clauses`` or ``skip``, or an
-        unknown profile, or an ``idle`` that is not a number of seconds above zero.
+        unknown profile, or an ``idle`` or ``call_timeout`` that is not a number of
+        seconds above zero.
     """
     for label, fn in (("factory", factory), ("replica", replica)):
         if fn is not None and not callable(fn):
@@ -156,6 +164,9 @@ def check(
     chosen = profile if isinstance(profile, Profile) else profile_named(profile)
     if idle is not None:
         chosen = dataclasses.replace(chosen, idle=check_idle(idle))
+    deadline = check_call_timeout(call_timeout)
+    if deadline is not None:
+        chosen = dataclasses.replace(chosen, call_timeout=deadline)
     run_seed = random.randrange(2**32) if seed is None else int(seed)
     run_nonce = nonce or new_nonce()
     wanted = set(selected)
@@ -169,16 +180,22 @@ def check(
     stopped = ""
     not_reached: list[str] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    with hypothesis_home(), _Supplier(fixtures, [factory, *([replica] if replica else []),
-                                                 *([reopen] if reopen else [])]) as supply:
+    watch = _stops.Watch(chosen.call_timeout)
+    with _stops.watching(watch), hypothesis_home(), \
+            _Supplier(fixtures, [factory, *([replica] if replica else []),
+                                 *([reopen] if reopen else [])]) as supply:
         for position, c in enumerate(order):
-            if stopped:
+            if stopped or watch.interrupted:
                 not_reached.append(c.name)
                 continue
             index = CLAUSES.index(c)
             claims = set(capabilities) if found_any else declared
             if c.name in skip:
                 result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic,
+                                      exists_for=c.exists_for)
+            elif ((c.processes or (c.reopen and reopen is not None)) and not c.needs - (claims or c.needs)
+                  and (unguarded := _unguarded_main())):
+                result = ClauseResult(c.name, "error", unguarded, promise=c.promise, topic=c.topic,
                                       exists_for=c.exists_for)
             elif c.processes and not c.needs - (claims or c.needs) and (unspawnable := _unspawnable(factory)):
                 result = ClauseResult(c.name, "skipped", unspawnable, promise=c.promise, topic=c.topic,
@@ -199,7 +216,7 @@ def check(
                                       exists_for=c.exists_for)
             else:
                 state = Progress(c.name, position, len(order))
-                with _beating(progress, state, heartbeat):
+                with _beating(progress, state, heartbeat, watch):
                     result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state,
                                          reopen=reopen)
                 if found is not None:
@@ -214,7 +231,8 @@ def check(
             results.append(result)
             if progress is not None:
                 progress(Progress(c.name, position, len(order), result.seconds, 0, result))
-    return Report(
+    done = len([r for r in results if r.outcome != "interrupted"])
+    report = Report(
         name=name or store_type or _label(factory),
         profile=chosen.name,
         seed=run_seed,
@@ -228,7 +246,11 @@ def check(
         replica=_qualified(replica) if replica else "",
         started=started,
         versions=_versions(),
+        interrupted=f"interrupted after {done} of {len(order)} clauses" if watch.interrupted else "",
     )
+    if watch.interrupted:
+        raise Interrupted(report)
+    return report
 
 
 def check_reopen(reopen: Callable[..., Any] | None, where: str) -> None:
@@ -263,6 +285,39 @@ def with_replica_advice(report: Report, how: str) -> Report:
     return dataclasses.replace(report, results=results)
 
 
+def _unguarded_main() -> str:
+    """Why child processes cannot be spawned from here, or "": ``check()`` called from a
+    script's top level, outside ``if __name__ == "__main__":``. Each spawned child
+    re-runs that script from its top, so it would run check() again and fail with
+    multiprocessing's RuntimeError about the bootstrapping phase."""
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not path.endswith(".py"):
+        return ""
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return ""  # called from a function: the guard, if any, is around its call
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    line = frame.f_lineno
+    for node in tree.body:
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and "__name__" in ast.unparse(
+                    node.test):
+                return ""
+            break
+    return (f"this clause runs the store in child processes, which are spawned: each re-runs the script "
+            f"{Path(path).name!r} from its top, and so would call check() again. Put the call under "
+            "`if __name__ == \"__main__\":` in that script (line " f"{line}), as multiprocessing requires")
+
+
 def _unspawnable(factory: Callable[..., Any], label: str = "factory") -> str:
     """Why ``factory`` cannot be opened in a child process, or ""."""
     from storetest._backends import SpawnError, spawn_reference
@@ -292,8 +347,10 @@ def _versions() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _beating(progress: Callable[[Progress], None] | None, state: Progress, every: float) -> Iterator[None]:
-    """Call ``progress`` now and every ``every`` seconds until the block ends."""
+def _beating(progress: Callable[[Progress], None] | None, state: Progress, every: float,
+             watch: _stops.Watch) -> Iterator[None]:
+    """Call ``progress`` now and every ``every`` seconds until the block ends, naming
+    the calls in flight."""
     if progress is None:
         yield
         return
@@ -304,6 +361,7 @@ def _beating(progress: Callable[[Progress], None] | None, state: Progress, every
     def beat() -> None:
         while not done.wait(every):
             state.elapsed = time.perf_counter() - began
+            state.in_flight = tuple(watch.flying())
             progress(state)
 
     thread = threading.Thread(target=beat, name="storetest-progress", daemon=True)
@@ -355,6 +413,9 @@ def _run(
                 result = done("skipped", SKIP_NO_REOPEN.format(how=CHECK_REOPEN))
             else:
                 result = _verdict(c, t, done)
+    except _stops.Interrupt:
+        result = done("interrupted", "interrupted (Ctrl-C) while the factory made the store: no verdict on "
+                      "the store")
     except (FactoryError, StoreShapeError) as exc:
         if result is None or result.outcome == "passed":
             result = _setup_error(exc, factory, done)
@@ -369,13 +430,34 @@ def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseR
     try:
         with shrink_budget(t.profile.shrink_steps, t.profile.shrink_seconds, reported):
             c.run(t)
-    except (KeyboardInterrupt, SystemExit):
-        raise
+    except _stops.Interrupt:
+        return _interrupted(t, done)
+    except _stops.StuckCall as stuck:
+        return _stuck(c, t, stuck, done)
     except ChildDied as exc:  # before the store was opened: no verdict about it
-        return done("error", str(exc))
+        return _interrupted(t, done) if t.watch.interrupted else done("error", str(exc))
     except BaseException as exc:
+        if t.watch.interrupted:
+            # Whatever the clause saw once Ctrl-C came (a cancelled call, a child process
+            # stopped by the same signal) is the interruption's doing, not the store's.
+            return _interrupted(t, done)
         return _failed(c, t, exc, reported, done)
     return done("passed", " ".join(t.findings), limits=tuple(t.limits))
+
+
+def _interrupted(t: Target, done: Callable[..., ClauseResult]) -> ClauseResult:
+    calls = t.watch.at_interrupt
+    flying = f"; in flight: {', '.join(f'{what} for {s:.1f} s' for what, s in calls)}" if calls else ""
+    return done("interrupted", f"interrupted (Ctrl-C) while the clause ran: no verdict on the store{flying}")
+
+
+def _stuck(c: Clause, t: Target, stuck: _stops.StuckCall, done: Callable[..., ClauseResult]) -> ClauseResult:
+    """A call past the deadline: a violation naming it, and the clause's end."""
+    text = stuck.text()
+    violation = Violation(stuck.session, text)
+    details = "\n".join([f"{c.name}: 1 violation(s)", *("  " + line for line in violation.lines()),
+                         f"the clause stopped there; seconds waited: {stuck.seconds:g}"])
+    return done("failed", text, violations=(violation,), details=details, limits=tuple(t.limits))
 
 
 def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
@@ -443,6 +525,9 @@ def _innermost(exc: BaseException) -> BaseException:
 def _setup_error(exc: Exception, factory: Callable[..., Any], done: Callable[..., ClauseResult]) -> ClauseResult:
     if isinstance(exc, FactoryError):
         cause = exc.error
+        if isinstance(cause, _stops.StuckCall):
+            text = cause.text(f" while {exc.stage}")
+            return done("error", text, details=text, setup=True)
         return done("error", f"the {exc.label} raised {describe_exception(cause)} while {exc.stage}",
                     details=store_frames(cause, code_roots(factory)), setup=True)
     return done("error", str(exc), setup=True)

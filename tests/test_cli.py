@@ -149,7 +149,7 @@ def test_reports_carry_everything_a_reader_needs(tmp_path: Path) -> None:
     assert data["format"] >= 2
     (run,) = data["runs"]
     assert data["format"] == 3
-    assert run["totals"] == {"passed": 1, "failed": 1, "skipped": 0, "not claimed": 0, "error": 0,
+    assert run["totals"] == {"passed": 1, "failed": 1, "skipped": 0, "not claimed": 0, "error": 0, "interrupted": 0,
                              "not run": len(CLAUSES) - 2, "clauses": 2}
     failed = next(c for c in run["results"] if c["outcome"] == "failed")
     assert len(failed["violations"]) >= 1 and failed["replay"].startswith("storetest check thirdparty:make_store")
@@ -271,5 +271,45 @@ def test_exit_codes_of_targets_and_factories_that_fail(tmp_path: Path) -> None:
     assert "more frames of the same" in deep.stdout and len(deep.stdout.splitlines()) < 40, deep.stdout
     exits = check("odd_factories:exits", "-q", "-k", "unknown_session", cwd=tmp_path)
     assert exits.returncode == 1 and "the factory raised SystemExit: 7 while making the store" in exits.stdout
-    stopped = check("odd_factories:interrupts", "-q", "-k", "unknown_session", cwd=tmp_path)
-    assert stopped.returncode == 130 and "interrupted" in stopped.stderr and "Traceback" not in stopped.stderr
+    # Raised by the factory, not a Ctrl-C: the factory's failure, named as what it is.
+    raised_ki = check("odd_factories:interrupts", "-q", "-k", "unknown_session", cwd=tmp_path)
+    assert raised_ki.returncode == 1, raised_ki.stdout + raised_ki.stderr
+    assert "the factory raised KeyboardInterrupt while making the store" in raised_ki.stdout
+    assert "Traceback" not in raised_ki.stdout + raised_ki.stderr
+    # 130, Ctrl-C, is tests/test_sigint.py's.
+
+
+STUCK = """
+import time
+
+
+class Stuck:
+    def add_steer(self, session, text):
+        pass
+
+    def take_steers(self, session):
+        time.sleep(3600)
+
+
+def make_store():
+    return Stuck()
+"""
+
+
+def test_a_call_that_never_returns_fails_its_clause_with_the_call_named(tmp_path: Path) -> None:
+    (tmp_path / "stuck.py").write_text(STUCK)
+    done = check("stuck:make_store", "-q", "-k", "in_order_exactly_once", "--call-timeout", "0.5", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "take_steers('st-" in done.stdout and "did not return within 0.5 s" in done.stdout
+    assert "abandoned" in done.stdout
+    assert check("--call-timeout", "0", cwd=tmp_path).returncode == 4
+
+
+def test_help_lists_every_exit_status() -> None:
+    from storetest import cli
+
+    helped = subprocess.run([sys.executable, "-m", "storetest.cli", "check", "--help"], capture_output=True,
+                            text=True)
+    text = " ".join(helped.stdout.split())
+    for status in (cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, cli.EXIT_NO_CLAUSE, cli.EXIT_INTERRUPTED):
+        assert f"{status} when" in text or f"{status} for" in text, (status, text)

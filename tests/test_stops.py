@@ -1,0 +1,255 @@
+"""Runs that stop (issue 27): a deadline on every store and factory call, and Ctrl-C
+under check() that never blames the store. In process; the subprocess runs (20 SIGINTs
+to ``storetest check`` and to pytest, a second Ctrl-C) are in tests/test_sigint.py.
+
+Each stuck call waits out a deadline of ``DEADLINE`` seconds; the file takes about 10 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+import storetest
+from reference_stores.memory import MemoryStore
+from storetest.results import Interrupted, Progress
+
+DEADLINE = 1.0
+SLACK = 1.0  # what the issue allows past the deadline
+STEERS = ["steers_are_taken_in_order_exactly_once"]
+QUICK = ["unknown_session_is_empty", "save_replaces_the_transcript"]
+
+
+class PlainStore:
+    """A plain store whose take_steers never returns once ``stuck`` is set."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, list[Any]] = {}
+        self.steers: dict[str, list[str]] = {}
+        self.stuck_since: list[float] = []
+        self.release = threading.Event()
+
+    def save(self, session: str, messages: Any) -> None:
+        self.data[session] = list(messages)
+
+    def messages(self, session: str) -> list[Any]:
+        return list(self.data.get(session, []))
+
+    def add_steer(self, session: str, text: str) -> None:
+        self.steers.setdefault(session, []).append(text)
+
+    def take_steers(self, session: str) -> list[str]:
+        self.stuck_since.append(time.monotonic())
+        self.release.wait(3600)  # released at the end of the test, so the thread ends
+        return []
+
+
+class AsyncStore(MemoryStore):
+    stuck_since: ClassVar[list[float]] = []
+
+    async def take_steers(self, session: str) -> list[str]:
+        self.stuck_since.append(time.monotonic())
+        await asyncio.Event().wait()
+        return []
+
+
+def _judge(report: storetest.Report, since: list[float], ended: float, call: str) -> str:
+    (result,) = report.results
+    assert result.outcome == "failed", str(report)
+    assert result.diagnosis.startswith(f"{call}('st-"), result.diagnosis
+    assert f"did not return within {DEADLINE:g} s" in result.diagnosis
+    (violation,) = result.violations
+    assert violation.session.startswith("st-") and violation.session in result.diagnosis
+    assert since and ended - since[0] < DEADLINE + SLACK, f"reported {ended - since[0]:.2f} s after the call began"
+    return result.diagnosis
+
+
+def test_an_async_take_steers_that_never_returns_is_cancelled_and_torn_down() -> None:
+    torn: list[str] = []
+
+    async def factory() -> AsyncIterator[AsyncStore]:
+        yield AsyncStore()
+        torn.append("teardown")
+
+    AsyncStore.stuck_since = []
+    report = storetest.check(factory, clauses=STEERS, call_timeout=DEADLINE, seed=1)
+    diagnosis = _judge(report, AsyncStore.stuck_since, time.monotonic(), "take_steers")
+    assert "it was cancelled" in diagnosis
+    assert torn == ["teardown"]
+
+
+def test_a_plain_take_steers_that_never_returns_is_abandoned_and_its_teardown_skipped() -> None:
+    torn: list[str] = []
+    store = PlainStore()
+
+    def factory() -> Iterator[PlainStore]:
+        yield store
+        torn.append("teardown")
+
+    try:
+        report = storetest.check(factory, clauses=STEERS, call_timeout=DEADLINE, seed=1)
+        diagnosis = _judge(report, store.stuck_since, time.monotonic(), "take_steers")
+        assert "abandoned, still running" in diagnosis and "teardown was skipped" in diagnosis
+        assert torn == []
+        stuck = [t for t in threading.enumerate() if t.name.startswith("storetest") and t.is_alive()]
+        assert stuck and all(t.daemon for t in stuck)  # the interpreter may still exit
+    finally:
+        store.release.set()
+
+
+def _stuck_factory_report(factory: Any) -> tuple[storetest.Report, float]:
+    began = time.monotonic()
+    report = storetest.check(factory, clauses=QUICK, call_timeout=DEADLINE, seed=1)
+    return report, time.monotonic() - began
+
+
+@pytest.mark.parametrize("kind", ["plain", "async", "generator"])
+def test_a_factory_that_never_returns_is_reported_within_the_deadline(kind: str) -> None:
+    def plain() -> MemoryStore:
+        time.sleep(3600)
+        return MemoryStore()
+
+    async def asynchronous() -> MemoryStore:
+        await asyncio.Event().wait()
+        return MemoryStore()
+
+    def generator() -> Iterator[MemoryStore]:
+        threading.Event().wait(3600)
+        yield MemoryStore()
+
+    factory = {"plain": plain, "async": asynchronous, "generator": generator}[kind]
+    report, took = _stuck_factory_report(factory)
+    first = report.results[0]
+    assert first.outcome == "error" and first.setup, str(report)
+    assert first.diagnosis.startswith(f"the factory did not return within {DEADLINE:g} s while making the store")
+    assert len(report.results) == 1 and len(report.not_run) == len(storetest.clauses.CLAUSES) - 1
+    assert took < DEADLINE + SLACK, took
+
+
+@pytest.mark.parametrize("kind", ["plain", "async"])
+def test_a_teardown_that_never_returns_is_reported(kind: str) -> None:
+    def plain() -> Iterator[MemoryStore]:
+        yield MemoryStore()
+        time.sleep(3600)
+
+    async def asynchronous() -> AsyncIterator[MemoryStore]:
+        yield MemoryStore()
+        await asyncio.sleep(3600)
+
+    report, _ = _stuck_factory_report(plain if kind == "plain" else asynchronous)
+    assert report.results[0].outcome == "error"
+    assert f"did not return within {DEADLINE:g} s while tearing the store down" in report.results[0].diagnosis
+
+
+def test_the_heartbeat_names_the_call_in_flight() -> None:
+    seen: list[Progress] = []
+    AsyncStore.stuck_since = []
+    storetest.check(AsyncStore, clauses=STEERS, call_timeout=DEADLINE, seed=1, heartbeat=0.2,
+                    progress=lambda p: seen.append(Progress(**vars(p))))
+    lines = [p.flying() for p in seen if p.in_flight]
+    assert any(line.startswith("in flight: take_steers('st-") and "on the factory's store for" in line
+               for line in lines), lines
+
+
+def test_the_deadline_is_the_profiles_and_refuses_nonsense() -> None:
+    from storetest.profiles import PROFILES
+
+    assert {p.call_timeout for p in PROFILES.values()} == {60.0}
+    # Above every bound a reference store sets on its own calls (PostgresStore's timeout=30).
+    import inspect
+
+    from reference_stores.postgres import PostgresStore
+    assert inspect.signature(PostgresStore).parameters["timeout"].default < 60.0
+    for bad in (0, -1, float("inf"), "soon"):
+        with pytest.raises(ValueError, match="call-timeout must be a number of seconds"):
+            storetest.check(MemoryStore, clauses=QUICK, call_timeout=bad)  # type: ignore[arg-type]
+
+
+class ExitingStore(MemoryStore):
+    async def take_steers(self, session: str) -> list[str]:
+        raise KeyboardInterrupt
+
+
+def test_a_store_that_raises_keyboard_interrupt_fails_as_itself() -> None:
+    report = storetest.check(ExitingStore, clauses=STEERS, seed=1)
+    (result,) = report.results
+    assert result.outcome == "failed", str(report)
+    assert "take_steers() raised KeyboardInterrupt (a store method must not stop the program)" in result.diagnosis
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_ctrl_c_under_check_reports_the_clause_interrupted_and_tears_it_down() -> None:
+    torn: list[str] = []
+
+    class SignalsItself(MemoryStore):
+        async def take_steers(self, session: str) -> list[str]:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while this call is in flight
+            await asyncio.sleep(30)
+            return []
+
+    async def factory() -> AsyncIterator[SignalsItself]:
+        yield SignalsItself()
+        torn.append("teardown")
+
+    began = time.monotonic()
+    with pytest.raises(Interrupted) as stopped:
+        storetest.check(factory, clauses=["tool_arguments_are_kept_verbatim", "save_replaces_the_transcript",
+                                          *STEERS], seed=1)
+    assert time.monotonic() - began < 20  # not the 30 s the call would take
+    report = stopped.value.report
+    assert [r.outcome for r in report.results] == ["passed", "passed", "interrupted"], str(report)
+    assert report.interrupted == "interrupted after 2 of 3 clauses"
+    assert "take_steers('st-" in report.results[-1].diagnosis  # the call in flight
+    assert not report.ok and report.failures() == []
+    assert torn == ["teardown"] * 3
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+
+
+def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path) -> None:
+    import subprocess
+
+    (tmp_path / "script.py").write_text(textwrap.dedent("""
+        import storetest
+        from tests.item_histories import sqlite_items
+        report = storetest.check(sqlite_items, clauses=["adds_from_processes_land_whole"], seed=1)
+        print(report.results[0].outcome, report.results[0].diagnosis)
+    """))
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("error ") and 'if __name__ == "__main__":' in done.stdout, done.stdout
+    assert "bootstrapping" not in done.stdout + done.stderr
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_the_plugin_takes_the_deadline_from_its_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import asyncio
+        from reference_stores.memory import MemoryStore
+        from storetest import run_conformance
+
+        class Stuck(MemoryStore):
+            async def take_steers(self, session):
+                await asyncio.Event().wait()
+
+        run_conformance(Stuck, name="stuck")
+        """
+    )
+    result = pytester.runpytest("-k", "in_order_exactly_once", "--storetest-call-timeout=0.5")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*take_steers('st-*') on the factory's store did not return within 0.5 s*"])
+    assert pytester.runpytest("--storetest-call-timeout=0").ret == pytest.ExitCode.USAGE_ERROR
