@@ -160,6 +160,9 @@ def _describe_part(sent: Content, got: Content) -> str:
                     return "attachment bytes decoded as text (invalid UTF-8 replaced)"
             except Exception:
                 pass
+            if len(got.data) < len(sent.data) and sent.data.startswith(got.data):
+                return (f"Attachment.data: truncated at {len(got.data)} bytes of {len(sent.data)} "
+                        "(a length-limited column such as BLOB or VARBINARY)")
             return f"attachment bytes changed ({len(sent.data)} bytes went in, {len(got.data)} came out)"
         return f"media_type: {describe_text(sent.media_type, got.media_type)}"
     fields: tuple[str, ...] = {

@@ -31,10 +31,13 @@ BROKEN = {b.name: b for b in registry()}
 FIRST_LINES = {
     "memory-tool-result-truncated": "message 0, content[0] ToolResult.content: truncated at 65535 bytes",
     "memory-nul-refused-and-truncated": "message 0, content[0] Text.text: truncated at 65535 bytes",
+    "memory-tool-name-truncated": "ToolCall.name: truncated at 122 bytes of 256",
+    "memory-attachment-truncated": "message 0, content[0] Attachment.data: truncated at 65535 bytes of 1048576",
     "memory-media-type-normalized": "media_type: case changed",
     "memory-tool-calls-by-id": "3 content parts saved, 2 came back: 1 content part(s) lost: #0 (ToolCall(",
     "memory-recent-sessions-only": "session #0 of 200 was forgotten after the later ones were written",
     "memory-key-scheme": "keys built as prefix:<id> and prefix:<id>:<kind> collide",
+    "memory-keys-by-pattern": "an id with glob characters (* ? [ ]) matched another id",
     "memory-positions-as-text": "messages reordered: they came back in the saved positions [0, 1, 10, 11,",
     "memory-parts-by-kind": "content parts reordered",
     "memory-chunk-boundary": "2000 messages saved, 1997 came back: 3 message(s) lost: #500 (user 'long #500')",

@@ -11,6 +11,7 @@ real server.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import hashlib
 import json
 import threading
@@ -589,6 +590,34 @@ class ToolResultTruncatingStore(_RewritingStore):
         return part
 
 
+class ToolNameTruncatingStore(_RewritingStore):
+    """Tool names cut to 64 characters (the contract allows 256 bytes).
+
+    In the wild: a ``tool_name VARCHAR(64)`` column sized by OpenAI's function-name
+    limit, on a server outside strict mode; ``name[:64]`` "to fit the provider".
+    """
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        if isinstance(part, ToolCall):
+            return replace(part, name=part.name[:64])
+        return part
+
+
+class AttachmentTruncatingStore(_RewritingStore):
+    """Attachment bytes cut to 65,535 bytes (message text is kept whole).
+
+    In the wild: a MySQL/MariaDB ``BLOB`` column (64 KiB) beside ``LONGTEXT`` content,
+    on a server outside strict mode.
+    """
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        if isinstance(part, Attachment):
+            return replace(part, data=part.data[:TEXT_LIMIT])
+        return part
+
+
 class NulRefusingTruncatingStore(TruncatingStore):
     """Refuses NUL (as Postgres ``text`` does) and cuts text at 65,535 bytes. While the
     big values held NUL, the refusal hid the truncation.
@@ -673,6 +702,35 @@ class KeySchemeStore(MemoryStore):
         queue = self._typed(f"session:{session}:steers", "list", [])
         taken, queue[:] = list(queue), []
         return taken
+
+
+class KeysByPatternStore(MemoryStore):
+    """One key per message, ``t:{<id>}:<n>`` (the id in a hash tag, so ``x`` and
+    ``x:messages`` stay apart), read back with ``SCAN MATCH t:{<id>}:*``: the id is not
+    glob-escaped, so session ``k*`` also reads ``k``'s and ``kk``'s messages.
+
+    In the wild: Redis stores that list a session's keys with ``SCAN``/``KEYS`` and a
+    pattern built from the raw id; ``fnmatch`` over file or object names.
+    """
+
+    def replica(self) -> MemoryStore:
+        return type(self)(self.backend)
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.keys: dict[str, Message] = getattr(self.backend, "keys", {})
+        self.backend.keys = self.keys  # type: ignore[attr-defined]
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session, checked = check_session_id(session), check_messages(messages)
+        for key in [k for k in self.keys if k.startswith(f"t:{{{session}}}:")]:
+            del self.keys[key]
+        for n, message in enumerate(checked):
+            self.keys[f"t:{{{session}}}:{n:08d}"] = message
+
+    async def messages(self, session: str) -> list[Message]:
+        pattern = f"t:{{{check_session_id(session)}}}:*"
+        return [self.keys[k] for k in sorted(self.keys) if fnmatch.fnmatchcase(k, pattern)]
 
 
 class ToolCallsByIdStore(_RewritingStore):
@@ -920,6 +978,12 @@ BROKEN: list[BrokenStore] = [
     _broken("memory-tool-result-truncated", ToolResultTruncatingStore, "tool results cut to 65,535 bytes",
             "a tool_output TEXT column beside a LONGTEXT content column",
             "large_values_round_trip", "ToolResult.content: truncated at 65535 bytes"),
+    _broken("memory-tool-name-truncated", ToolNameTruncatingStore, "tool names cut to 64 characters",
+            "a tool_name VARCHAR(64) column sized by a provider's function-name limit, non-strict sql_mode",
+            "transcript_round_trips_exactly", "ToolCall.name: truncated at"),
+    _broken("memory-attachment-truncated", AttachmentTruncatingStore, "attachment bytes cut to 65,535 bytes",
+            "a BLOB column beside LONGTEXT content, non-strict sql_mode",
+            "large_values_round_trip", "Attachment.data: truncated at 65535 bytes"),
     _broken("memory-nul-refused-and-truncated", NulRefusingTruncatingStore,
             "NUL refused and text cut to 65,535 bytes: the refusal hid the size limit",
             "a Postgres store behind a length-limited column",
@@ -938,6 +1002,10 @@ BROKEN: list[BrokenStore] = [
             "keys session:{id} and session:{id}:messages in one key space (RedisSession's layout)",
             "the OpenAI Agents SDK's RedisSession: session 'x:messages' shares a key with 'x'",
             "sessions_are_isolated", "prefix:<id>:<kind> collide"),
+    _broken("memory-keys-by-pattern", KeysByPatternStore,
+            "one key per message, read back by SCAN MATCH t:{<id>}:* with the id unescaped",
+            "Redis stores that list a session's keys with SCAN MATCH built from the raw id; fnmatch",
+            "sessions_are_isolated", "glob characters"),
     _broken("memory-positions-as-text", PositionKeyedStore, "messages read back in text order of '0', '1', '10'",
             "a Redis hash or key prefix scan keyed by str(position); a VARCHAR position column",
             "transcript_round_trips_exactly", "messages reordered: they came back in the saved positions"),
