@@ -40,6 +40,7 @@ FIRST_LINES = {
     "memory-keys-by-pattern": "an id with glob characters (* ? [ ]) matched another id",
     "memory-positions-as-text": "messages reordered: they came back in the saved positions [0, 1, 10, 11,",
     "memory-parts-by-kind": "content parts reordered",
+    "memory-take-first-thousand": "1 steer(s) lost: 'queued #1000'",
     "memory-chunk-boundary": "2000 messages saved, 1997 came back: 3 message(s) lost: #500 (user 'long #500')",
     "memory-unrelated-errors": "raised StoreError: save to session",
     "memory-expiring": "after 1 s idle: the transcript expired",

@@ -35,16 +35,16 @@ __all__ = ["account", "steer_race"]
 def steers_are_taken_in_order_exactly_once(t: Target) -> None:
     """Steers come back oldest first, each exactly once: a second take is empty,
     identical texts stay two steers, the text is verbatim, and one take returns
-    hundreds of queued steers whole.
+    1,001 queued steers whole (one past the commonest page size).
 
     Catches a queue that is last-in-first-out, sorted by a timestamp that ties (or by
     text), deduplicated like a set, read without being deleted, or capped by a
-    ``LIMIT`` on the take.
+    ``LIMIT`` on the take or a 1,000-steer page (``LRANGE key 0 999``, then ``DEL``).
     """
     corpus = ["b", "a", "c", "a", "a", "10", "9", "1.0", "", " ", *strategies.NASTY_TEXTS]
-    many = [f"queued #{i}" for i in range(300)]
+    many = [f"queued #{i}" for i in range(1001)]
     with checking(steers_are_taken_in_order_exactly_once, t.run) as check:
-        for label, queue in (("order", corpus), ("hundreds", many)):
+        for label, queue in (("order", corpus), ("thousand", many)):
             session = t.new_session(label)
             added = [text for text in queue
                      if check.call(session, f"add_steer({text!r})", t.store.add_steer(session, text))

@@ -232,6 +232,18 @@ class LifoSteersStore(MemoryStore):
         return (await super().take_steers(session))[::-1]
 
 
+class TakeFirstThousandStore(MemoryStore):
+    """``take_steers`` reads the first 1,000 steers and deletes the whole queue: a
+    queue longer than the page loses the rest.
+
+    In the wild: Redis ``MULTI; LRANGE key 0 999; DEL key; EXEC``; ``SELECT ... LIMIT
+    1000`` followed by ``DELETE ... WHERE session = ?``.
+    """
+
+    async def take_steers(self, session: str) -> list[str]:
+        return (await super().take_steers(session))[:1000]
+
+
 class PeekingTakeStore(MemoryStore):
     """``take_steers`` returns the queued steers but never deletes them.
 
@@ -975,6 +987,10 @@ BROKEN: list[BrokenStore] = [
             "per-process caches that save a round trip per model request",
             "steers_are_taken_once_across_replicas", "cached \"queue is empty\"", replica=True),
     # Round 3: each passed its clause before (or was caught with the wrong story).
+    _broken("memory-take-first-thousand", TakeFirstThousandStore,
+            "take_steers returns the first 1,000 steers and deletes them all",
+            "Redis MULTI; LRANGE key 0 999; DEL key; EXEC; a SELECT ... LIMIT 1000 before the DELETE",
+            "steers_are_taken_in_order_exactly_once", "1 steer(s) lost: 'queued #1000'"),
     _broken("memory-tool-result-truncated", ToolResultTruncatingStore, "tool results cut to 65,535 bytes",
             "a tool_output TEXT column beside a LONGTEXT content column",
             "large_values_round_trip", "ToolResult.content: truncated at 65535 bytes"),
