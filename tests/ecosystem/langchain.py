@@ -117,12 +117,6 @@ _MEM, _FILE = "InMemoryChatMessageHistory", "FileChatMessageHistory"
 _SQLITE, _SQLPG, _MARIA = ("SQLChatMessageHistory (SQLite)", "SQLChatMessageHistory (PostgreSQL)",
                            "SQLChatMessageHistory (MariaDB)")
 _REDIS, _PGH = "RedisChatMessageHistory", "PostgresChatMessageHistory"
-#: How the two provoked Postgres interleavings were measured (python <repro> 30).
-_SQLPG_MISSES = ("not measured below 1 in 10,000: on a fresh database the first interleaving came at rounds 8, 74, "
-                 "22, 169, 27, 34 and 14 of 7 runs (then at round 1 on a used one); the loop runs up to 400 rounds, "
-                 "and a miss is an expected failure")
-_PGH_MISSES = ("about 0.9^200, 1 in 10^9 (measured: 30 of 304 rounds interleaved, 30 of 30 runs found it within "
-               "65 rounds; the loop runs up to 200): below 1 in 10,000")
 _TORN_MISSES = ("below 1 in 10,000 (measured: 20 of 20 runs tore a read in their first round; the loop runs up to "
                 "200 rounds)")
 
@@ -156,12 +150,11 @@ DEFECTS: tuple[Defect, ...] = (
        "sql_sqlite_create_table_race"),
     _d(_SQLPG, "concurrent_batches_never_interleave", "Two replicas' concurrent batches interleave: each batch is "
        "one transaction, but rows are read ORDER BY a SERIAL id that concurrent inserts draw in turn (beyond the "
-       "protocol's promise).", "sql_postgres_batches_interleave", False, _SQLPG_MISSES),
+       "protocol's promise).", "sql_postgres_batches_interleave"),
     _d(_SQLPG, "a_batch_is_atomic_to_readers", "Two concurrent batches interleave (SERIAL ids drawn in turn), "
-       "which a reader racing them sees (beyond the protocol's promise).", "sql_postgres_batches_interleave",
-       False, _SQLPG_MISSES),
+       "which a reader racing them sees (beyond the protocol's promise).", "sql_postgres_batches_interleave"),
     _d(_SQLPG, "adds_from_processes_land_whole", "Batches from writers in several processes interleave (SERIAL "
-       "ids drawn in turn by concurrent transactions).", "sql_postgres_batches_interleave", False, _SQLPG_MISSES),
+       "ids drawn in turn by concurrent transactions).", "sql_postgres_batches_interleave"),
     _d(_MARIA, "item_sessions_are_isolated", "session_id is TEXT under MariaDB's default collation: ids that "
        "differ by case or trailing spaces are one history.", "mariadb_ids_merge"),
     _d(_MARIA, "item_history_matches_model", "Sessions x and X share messages (the same case-insensitive "
@@ -186,7 +179,7 @@ DEFECTS: tuple[Defect, ...] = (
        "integer.", "pg_history_jsonb_numbers"),
     _d(_PGH, "concurrent_batches_never_interleave", "Two replicas' concurrent batches interleave: rows are read "
        "ORDER BY a SERIAL id that concurrent inserts draw in turn (beyond the protocol's promise).",
-       "pg_history_batches_interleave", False, _PGH_MISSES),
+       "pg_history_batches_interleave"),
     _d(_PGH, "adds_from_processes_land_whole", "Batches from writers in several processes interleave (SERIAL ids "
-       "drawn in turn).", "pg_history_batches_interleave", False, _PGH_MISSES),
+       "drawn in turn).", "pg_history_batches_interleave"),
 )

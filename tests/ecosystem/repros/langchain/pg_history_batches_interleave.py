@@ -3,13 +3,16 @@ batches on one session interleave (concurrent_batches_never_interleave, beyond
 LangChain's documented promise). Each batch is one transaction, but rows are read back
 ``ORDER BY id``, a ``SERIAL`` that concurrent inserts draw from in turn.
 
-A provoked race: two threads, each on its own connection (two replicas), add a 200-message
-batch at the same moment, up to ``ROUNDS`` times; ``main()`` returns at the first round
-that interleaves. The measured miss rate is in tests/ecosystem/langchain.py."""
+Deterministic, through the application's own connection (``sync_connection=``):
+add_messages sends one INSERT per row (psycopg's ``executemany``), and psycopg adapts
+each row's parameters just before sending it. A string dumper registered on replica
+one's connection (``connection.adapters.register_dumper``, public psycopg API), when it
+adapts the second row, waits until the first row has drawn its id (the sequence's
+``last_value``, which other sessions see at once), then lets replica two add and commit
+its whole batch on its own connection. Replica one's second row draws a later id."""
 
-import itertools
-import sys
-import threading
+import secrets
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -17,44 +20,60 @@ from typing import Any
 import psycopg
 from langchain_core.messages import HumanMessage
 from langchain_postgres import PostgresChatMessageHistory
+from psycopg.types.string import StrDumperUnknown
 
 from storetest import databases
 
-ROUNDS = 200
-SIZE = 100
+
+def hook_before(connection: psycopg.Connection[Any], marker: str, then: Callable[[], None]) -> None:
+    """Run ``then()`` once, when ``connection`` adapts a string containing ``marker``."""
+    pending = [then]
+
+    class Hook(StrDumperUnknown):
+        def dump(self, obj: str) -> Any:
+            if pending and marker in obj:
+                pending.pop()()
+            return super().dump(obj)
+
+    connection.adapters.register_dumper(str, Hook)
 
 
-def interleaved(one: Any, two: Any, session: str) -> bool:
-    """One round: both batches at once; whether they came back interleaved."""
-    barrier = threading.Barrier(2)
-
-    def add(history: Any, name: str) -> Callable[[], None]:
-        batch = [HumanMessage(f"{name} #{i}") for i in range(SIZE)]
-        return lambda: (barrier.wait(), history.add_messages(batch))  # type: ignore[func-returns-value]
-
-    threads = [threading.Thread(target=add(h(session), n)) for h, n in ((one, "one"), (two, "two"))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    owners = [str(m.content).split(" ")[0] for m in one(session).messages]
-    return sum(a != b for a, b in itertools.pairwise(owners)) > 1
+def wait_for_first_id(url: str, table: str, seconds: float = 30.0) -> None:
+    """Wait until a row of ``table`` (a table of this run's own) has drawn its id."""
+    with psycopg.connect(url, autocommit=True) as watcher:
+        deadline = time.monotonic() + seconds
+        while _last_id(watcher, table) == 0:
+            assert time.monotonic() < deadline, f"replica one's first row drew no id in {seconds} s"
+            time.sleep(0.01)
 
 
-def rounds_until_interleaved(url: str, rounds: int = ROUNDS) -> int | None:
-    """The first round (from 1) whose batches interleaved, ``None`` if none did."""
-    connections = [psycopg.connect(url) for _ in range(2)]
-    try:
-        PostgresChatMessageHistory.create_tables(connections[0], "chat_history")
-        one, two = (lambda s, c=c: PostgresChatMessageHistory("chat_history", s, sync_connection=c)
-                    for c in connections)
-        for n in range(1, rounds + 1):
-            if interleaved(one, two, str(uuid.uuid4())):
-                return n
-        return None
-    finally:
-        for c in connections:
-            c.close()
+def _last_id(connection: psycopg.Connection[Any], table: str) -> int:
+    """The last id the table's SERIAL handed out (0 before the first): seen at once by every session."""
+    row = connection.execute(f"SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {table}_id_seq").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def interleaved_batches(url: str) -> list[str]:
+    """Replica one's batch with replica two's added after its first row; the messages read back.
+    A table of this run's own, so no other writer moves its sequence."""
+    session, table = str(uuid.uuid4()), f"chat_history_{secrets.token_hex(4)}"
+    with psycopg.connect(url) as one_conn, psycopg.connect(url) as two_conn:
+        PostgresChatMessageHistory.create_tables(one_conn, table)
+        try:
+            one = PostgresChatMessageHistory(table, session, sync_connection=one_conn)
+            two = PostgresChatMessageHistory(table, session, sync_connection=two_conn)
+
+            def replica_two() -> None:
+                wait_for_first_id(url, table)
+                two.add_messages([HumanMessage(f"two #{i}") for i in range(2)])
+
+            hook_before(one_conn, "one #1", replica_two)
+            one.add_messages([HumanMessage(f"one #{i}") for i in range(2)])
+            return [str(m.content) for m in one.messages]
+        finally:
+            one_conn.rollback()  # its read's open transaction would block the DROP
+            PostgresChatMessageHistory.drop_table(one_conn, table)
 
 
 def main(storetest_postgres_url: str | None = None) -> None:
@@ -62,12 +81,9 @@ def main(storetest_postgres_url: str | None = None) -> None:
     if storetest_postgres_url is None:
         with databases.throwaway("postgres") as url:
             return main(url)
-    found = rounds_until_interleaved(storetest_postgres_url)
-    assert found is not None, f"no interleaving in {ROUNDS} rounds"
+    got = interleaved_batches(storetest_postgres_url)
+    assert got == ["one #0", "two #0", "two #1", "one #1"], f"the batches did not interleave: {got}"
 
 
 if __name__ == "__main__":
-    with databases.throwaway("postgres") as url:
-        # Measure: how many rounds each interleaving took (python this.py N).
-        runs = int(sys.argv[1]) if sys.argv[1:] else 1
-        sys.stdout.write(f"{[rounds_until_interleaved(url) for _ in range(runs)]}\n")
+    main()

@@ -3,58 +3,47 @@ one session interleave (concurrent_batches_never_interleave, beyond LangChain's
 documented promise). Each batch is one transaction, but rows are read back ``ORDER BY
 id``, a ``SERIAL`` that concurrent inserts draw from in turn.
 
-A provoked race: two threads, each on its own engine (two replicas), add a 200-message
-batch at the same moment, up to ``ROUNDS`` times; ``main()`` returns at the first round
-that interleaves. The measured miss rate is in tests/ecosystem/langchain.py."""
+Deterministic, through the application's own engines (``connection=engine``): replica
+one's engine sends one INSERT per row (``insertmanyvalues_page_size=1``, a public
+``create_engine`` option), and an ``after_cursor_execute`` listener on it lets replica
+two add and commit its whole batch after the first row of replica one's batch, inside
+replica one's open transaction. Replica one's later rows draw later ids."""
 
-import itertools
 import secrets
-import sys
-import threading
-from collections.abc import Callable
 from typing import Any
 
 from langchain_community.chat_message_histories import SQLChatMessageHistory
 from langchain_core.messages import HumanMessage
-from sqlalchemy import create_engine
+from sqlalchemy import Engine, create_engine, event
 
 from storetest import databases
 
-ROUNDS = 400
-SIZE = 100
+
+def pause_after_first_insert(engine: Engine, meanwhile: Any) -> None:
+    """Run ``meanwhile()`` once, after the first INSERT into message_store on ``engine``."""
+    pending = [meanwhile]
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if pending and statement.lstrip().upper().startswith("INSERT INTO MESSAGE_STORE"):
+            pending.pop()()
 
 
-def interleaved(one: Any, two: Any, session: str) -> bool:
-    """One round: both batches at once; whether they came back interleaved."""
-    barrier = threading.Barrier(2)
-
-    def add(history: Any, name: str) -> Callable[[], None]:
-        batch = [HumanMessage(f"{name} #{i}") for i in range(SIZE)]
-        return lambda: (barrier.wait(), history.add_messages(batch))  # type: ignore[func-returns-value]
-
-    threads = [threading.Thread(target=add(h(session), n)) for h, n in ((one, "one"), (two, "two"))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    owners = [str(m.content).split(" ")[0] for m in one(session).messages]
-    return sum(a != b for a, b in itertools.pairwise(owners)) > 1
-
-
-def rounds_until_interleaved(url: str, rounds: int = ROUNDS) -> int | None:
-    """The first round (from 1) whose batches interleaved, ``None`` if none did."""
-    engines = [create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1)) for _ in range(2)]
+def interleaved_batches(url: str, session: str = "s") -> list[str]:
+    """Replica one's batch with replica two's added after its first row; the messages read back."""
+    url = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    one_engine, two_engine = create_engine(url, insertmanyvalues_page_size=1), create_engine(url)
     try:
-        for e in engines:  # a first connection and a first INSERT's setup would keep the threads apart
-            SQLChatMessageHistory("warm-up", connection=e).add_messages([HumanMessage("warm-up")] * SIZE * 20)
-        one, two = (lambda s, e=e: SQLChatMessageHistory(s, connection=e) for e in engines)
-        for n in range(1, rounds + 1):
-            if interleaved(one, two, f"s{n}-{secrets.token_hex(4)}"):
-                return n
-        return None
+        one = SQLChatMessageHistory(session, connection=one_engine)
+        two = SQLChatMessageHistory(session, connection=two_engine)
+        # Replica two on its own engine and connection: it commits while replica one's
+        # transaction is open (the rows do not conflict, so it does not wait).
+        pause_after_first_insert(one_engine, lambda: two.add_messages([HumanMessage(f"two #{i}") for i in range(2)]))
+        one.add_messages([HumanMessage(f"one #{i}") for i in range(2)])
+        return [str(m.content) for m in one.messages]
     finally:
-        for e in engines:
-            e.dispose()
+        one_engine.dispose()
+        two_engine.dispose()
 
 
 def main(storetest_postgres_url: str | None = None) -> None:
@@ -62,12 +51,9 @@ def main(storetest_postgres_url: str | None = None) -> None:
     if storetest_postgres_url is None:
         with databases.throwaway("postgres") as url:
             return main(url)
-    found = rounds_until_interleaved(storetest_postgres_url)
-    assert found is not None, f"no interleaving in {ROUNDS} rounds"
+    got = interleaved_batches(storetest_postgres_url, f"s-{secrets.token_hex(4)}")
+    assert got == ["one #0", "two #0", "two #1", "one #1"], f"the batches did not interleave: {got}"
 
 
 if __name__ == "__main__":
-    with databases.throwaway("postgres") as url:
-        # Measure: how many rounds each interleaving took (python this.py N).
-        runs = int(sys.argv[1]) if sys.argv[1:] else 1
-        sys.stdout.write(f"{[rounds_until_interleaved(url) for _ in range(runs)]}\n")
+    main()
