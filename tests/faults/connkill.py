@@ -89,6 +89,10 @@ class Run:
 async def saver(run: Run, store: Any, session: str) -> None:
     """One writer per session, so after each save the checker knows what it may hold."""
     possible = {("", 0)}
+    # Saves that raised OutcomeUnknown since the last one that returned: one held in a
+    # stalled network still reaches the server after its call gave up, and may land then
+    # (never over a save that returned: that one must stay).
+    pending: set[tuple[str, int]] = set()
     generation = 0
     while not run.stop.is_set():
         generation += 1
@@ -97,11 +101,13 @@ async def saver(run: Run, store: Any, session: str) -> None:
         assert new is not None
         _, exc = await run.attempt("save", session, partial(store.save, session, messages))
         if exc is None:
+            pending.clear()
             possible = await run.observe(session, {new}, "after a save returned")
         elif isinstance(exc, OutcomeUnknown):
-            possible = await run.observe(session, possible | {new}, "after OutcomeUnknown")
+            pending.add(new)
+            possible = await run.observe(session, possible | pending, "after OutcomeUnknown") | pending
         else:
-            possible = await run.observe(session, possible, f"after a failed save ({exc})")
+            possible = await run.observe(session, possible | pending, f"after a failed save ({exc})") | pending
         got, exc = await run.attempt("messages", session, partial(store.messages, session))
         if exc is None and whole(got) is None:
             with run.lock:
