@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from storetest._harness import close_factory, enter_factory
+from storetest.item_binding import _look_like, _run_all
 
 __all__ = ["ADK_METHODS", "AdkService", "AdkSessions", "adk", "adk_sessions", "dump", "event"]
 
@@ -119,6 +120,8 @@ class AdkSessions:
     with the outer factory's fixtures opens one :class:`AdkService` handle, and
     ``storetest_replica`` opens a second one on the same backend."""
 
+    __qualname__: str  # the outer factory's (set by _look_like)
+
     def __init__(self, factory: Any, label: str = "factory") -> None:
         if not callable(factory):
             raise TypeError(
@@ -127,10 +130,7 @@ class AdkSessions:
             )
         self.factory = factory
         self.label = label
-        self.__signature__ = inspect.signature(factory)
-        self.__name__ = getattr(factory, "__name__", "adk_sessions")
-        self.__qualname__ = getattr(factory, "__qualname__", self.__name__)
-        self.__module__ = getattr(factory, "__module__", __name__)
+        _look_like(self, factory, "adk_sessions")
         self.storetest_capabilities = ("adk",)
         self.storetest_spawn = (factory, adk_sessions)
         if label == "factory":
@@ -147,16 +147,8 @@ class AdkSessions:
             # Named after the service's class, so a report names what it judged.
             yield type(type(service).__name__, (AdkService,), {})(service, self.label)
         finally:
-            errors: list[BaseException] = []
-            steps = [functools.partial(_close, service)] + [functools.partial(close_factory, c)
-                                                            for _, c in reversed(closers)]
-            for step in steps:
-                try:
-                    await step()
-                except Exception as exc:
-                    errors.append(exc)
-            if errors:
-                raise errors[0]
+            await _run_all([functools.partial(_close, service)]
+                           + [functools.partial(close_factory, c) for _, c in reversed(closers)])
 
     def __repr__(self) -> str:
         return f"adk_sessions({self.__module__}:{self.__qualname__})"

@@ -110,6 +110,8 @@ class ItemSessions:
     with the outer factory's fixtures opens one :class:`ItemHistory` handle, and
     ``storetest_replica`` opens a second one on the same backend."""
 
+    __qualname__: str  # the outer factory's (set by _look_like)
+
     def __init__(self, factory: Callable[..., Any], label: str = "factory") -> None:
         if not callable(factory):
             raise TypeError(
@@ -118,10 +120,7 @@ class ItemSessions:
             )
         self.factory = factory
         self.label = label
-        self.__signature__ = inspect.signature(factory)
-        self.__name__ = getattr(factory, "__name__", "item_sessions")
-        self.__qualname__ = getattr(factory, "__qualname__", self.__name__)
-        self.__module__ = getattr(factory, "__module__", __name__)
+        _look_like(self, factory, "item_sessions")
         self.storetest_capabilities = ("items",)  # known before any handle is opened
         #: What a child process imports to open this binding (storetest._backends).
         self.storetest_spawn = (factory, item_sessions)
@@ -200,6 +199,15 @@ async def _close_resource(resource: Any) -> None:
             if inspect.isawaitable(result):
                 await result
             return
+
+
+def _look_like(binding: Any, factory: Callable[..., Any], default_name: str) -> None:
+    """Give a binding its outer factory's signature and names: pytest fills fixtures by
+    the signature, and reports and spawned children name the factory."""
+    binding.__signature__ = inspect.signature(factory)
+    binding.__name__ = getattr(factory, "__name__", default_name)
+    binding.__qualname__ = getattr(factory, "__qualname__", binding.__name__)
+    binding.__module__ = getattr(factory, "__module__", type(binding).__module__)
 
 
 async def _run_all(steps: Sequence[Callable[[], Awaitable[None]]]) -> None:

@@ -77,20 +77,25 @@ def profile_named(name: str | None) -> Profile:
         ) from None
 
 
+def _seconds(value: object, what: str) -> float | None:
+    """``value`` as a finite number of seconds above zero, or ``None`` when unset."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number of seconds, not {value!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{what} must be a number of seconds above zero, not {value!r}")
+    return seconds
+
+
 def check_idle(idle: object) -> float | None:
     """``idle`` as seconds to wait in ``data_survives_idle``, or ``None`` to leave it out.
 
     :raises ValueError: not a finite number of seconds above zero.
     """
-    if idle is None:
-        return None
-    try:
-        seconds = float(idle)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"idle must be a number of seconds, not {idle!r}") from None
-    if not 0 < seconds < float("inf"):
-        raise ValueError(f"idle must be a number of seconds above zero, not {idle!r}")
-    return seconds
+    return _seconds(idle, "idle")
 
 
 def check_call_timeout(seconds: object) -> float | None:
@@ -98,12 +103,4 @@ def check_call_timeout(seconds: object) -> float | None:
 
     :raises ValueError: not a finite number of seconds above zero.
     """
-    if seconds is None:
-        return None
-    try:
-        value = float(seconds)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"call-timeout must be a number of seconds, not {seconds!r}") from None
-    if not 0 < value < float("inf"):
-        raise ValueError(f"call-timeout must be a number of seconds above zero, not {seconds!r}")
-    return value
+    return _seconds(seconds, "call-timeout")

@@ -254,13 +254,7 @@ def test_postgres_connections_stalled_past_the_bound(request: pytest.FixtureRequ
             run.stop.set()
             log_run.stop.set()
             await asyncio.gather(*tasks)
-            # The same handles, once the network works again: a round of every call.
-            for i, (store, log) in enumerate(zip(stores, logs, strict=True)):
-                await store.save(sessions[0], [])
-                await store.add_steer(sessions[0], "after")
-                if await store.take_steers(sessions[0]) != ["after"] or await store.messages(sessions[0]):
-                    run.problems.append("a handle did not work after the stalls")
-                await log.append(f"{sessions[0]}-after", logconn.batch(f"end{i}", 1, 2))
+            await logconn.handles_work_after(run, stores, logs, sessions[0])
             await connkill.drain(run)
             log_figures = await logconn.final_figures(log_run, PostgresLogStore(direct))
         finally:

@@ -271,12 +271,7 @@ def test_redis_connections_stalled_past_the_bound(storetest_redis_url: str, stor
             run.stop.set()
             log_run.stop.set()
             await asyncio.gather(*tasks)
-            for i, (store, log) in enumerate(zip(stores, logs, strict=True)):
-                await store.save(sessions[0], [])
-                await store.add_steer(sessions[0], "after")
-                if await store.take_steers(sessions[0]) != ["after"] or await store.messages(sessions[0]):
-                    run.problems.append("a handle did not work after the stalls")
-                await log.append(f"{sessions[0]}-after", logconn.batch(f"end{i}", 1, 2))
+            await logconn.handles_work_after(run, stores, logs, sessions[0])
             await connkill.drain(run)
             log_figures = await logconn.final_figures(log_run, RedisLogStore(direct, prefix=prefix))
         finally:

@@ -211,3 +211,14 @@ async def final_figures(run: LogRun, checker: Any) -> dict[str, Any]:
         ),
         "problems": run.problems,
     }
+
+
+async def handles_work_after(run: Run, stores: Iterable[Any], logs: Iterable[Any], session: str) -> None:
+    """The same handles, once the network works again: a round of every call on each
+    transcript store and each log store (a problem in ``run`` if one does not work)."""
+    for i, (store, log) in enumerate(zip(stores, logs, strict=True)):
+        await store.save(session, [])
+        await store.add_steer(session, "after")
+        if await store.take_steers(session) != ["after"] or await store.messages(session):
+            run.problems.append("a handle did not work after the stalls")
+        await log.append(f"{session}-after", batch(f"end{i}", 1, 2))
