@@ -52,7 +52,7 @@ class Profile:
 PROFILES: Final[dict[str, Profile]] = {
     p.name: p
     for p in (
-        Profile("fast", examples=20, model_steps=50, race_rounds=12, shrink_steps=40, shrink_seconds=3.0),
+        Profile("fast", examples=20, model_steps=50, race_rounds=4, shrink_steps=40, shrink_seconds=3.0),
         Profile("ci", examples=40, model_steps=100, race_rounds=32, shrink_steps=100, shrink_seconds=15.0,
                 crash_kills=48, crash_seconds=80.0),
         Profile("thorough", examples=400, model_steps=300, race_rounds=160, shrink_steps=500,

@@ -33,7 +33,7 @@ __all__ = [
 T = TypeVar("T")
 
 #: The thread switch interval during a race of plain calls, in seconds.
-RACE_SWITCH_INTERVAL: Final = 1e-6
+RACE_SWITCH_INTERVAL: Final = 1e-4
 
 #: Longest wait at the barrier: a call that never reaches the store (it failed before)
 #: must not hang the others.
@@ -42,21 +42,32 @@ _BARRIER_TIMEOUT: Final = 2.0
 class StartLine:
     """Where racing threads wait for each other. Not a ``threading.Barrier``: its
     waiters wake one at a time through a condition's lock, so the first one released
-    finishes a short call before the last has woken. Here every thread spins until all
-    have arrived, and all are running when the last one comes."""
+    finishes a short call before the last has woken. Here threads sleep until all have
+    arrived (a spinning thread would take the interpreter from the ones still on their
+    way), then each spins until all are awake, so all are running when the last one
+    wakes."""
 
     def __init__(self, parties: int) -> None:
         self.parties = parties
         self.arrived = 0
+        self.awake = 0
         self.lock = threading.Lock()
+        self.everyone_here = threading.Event()
         self.go = False
 
     def wait(self) -> None:
+        deadline = time.monotonic() + _BARRIER_TIMEOUT
         with self.lock:
             self.arrived += 1
-            if self.arrived >= self.parties:
+            last = self.arrived >= self.parties
+        if last:
+            self.everyone_here.set()
+        else:
+            self.everyone_here.wait(_BARRIER_TIMEOUT)
+        with self.lock:
+            self.awake += 1
+            if self.awake >= self.parties:
                 self.go = True
-        deadline = time.monotonic() + _BARRIER_TIMEOUT
         while not self.go and time.monotonic() < deadline:
             pass  # spinning keeps this thread runnable; the narrowed interval shares the GIL
 

@@ -214,6 +214,12 @@ def check(
             elif c.idle and chosen.idle is None:
                 result = ClauseResult(c.name, "skipped", SKIP_NO_IDLE, promise=c.promise, topic=c.topic,
                                       exists_for=c.exists_for)
+            elif found_any and c.needs - set(capabilities):
+                # What a store made by this factory claims is known: making another
+                # (a file, a connection, a schema) only to say so again costs each of
+                # the clauses it does not claim a setup.
+                result = not_claimed(c.name, c.needs - set(capabilities), CAPABILITIES, promise=c.promise,
+                                     topic=c.topic, exists_for=c.exists_for)
             else:
                 state = Progress(c.name, position, len(order))
                 with _beating(progress, state, heartbeat, watch):
