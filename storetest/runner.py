@@ -59,7 +59,7 @@ SKIP_NO_REOPEN: Final = (
 CHECK_REOPEN: Final = "pass reopen=<factory> to check()"
 RACE_NOTE: Final = (
     "this clause races: a seed replays its inputs, not the interleaving of its calls; "
-    "it runs {rounds} rounds so that a verdict does not hang on luck"
+    "it runs {rounds} rounds or more so that a verdict does not hang on luck"
 )
 _DATABASE_FIXTURES: Final = {
     "storetest_postgres_url": "postgres",

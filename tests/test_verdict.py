@@ -154,6 +154,43 @@ def test_every_plain_call_of_a_racer_is_preemptible_not_only_its_first() -> None
     assert store.traced[-1] is False
 
 
+def _at_the_start_line(line: races.StartLine, threads: int) -> list[str]:
+    """``threads`` threads wait at ``line``, arriving one by one; what happened, in order."""
+    events: list[str] = []
+    lock = threading.Lock()
+
+    def racer(n: int) -> None:
+        with lock:
+            events.append(f"arrive {n}")
+        line.wait()
+        with lock:
+            events.append(f"leave {n}")
+
+    started = []
+    for n in range(threads):
+        started.append(threading.Thread(target=racer, args=(n,)))
+        started[-1].start()
+        started[-1].join(0.05)  # the next one comes later, as a thread pool's do
+    for thread in started:
+        thread.join(10)
+    assert not any(t.is_alive() for t in started), "a racer never left the start line"
+    return events
+
+
+def test_no_racer_leaves_the_start_line_before_the_last_has_arrived() -> None:
+    events = _at_the_start_line(races.StartLine(4), 4)
+    last_arrival = max(i for i, e in enumerate(events) if e.startswith("arrive"))
+    first_leave = min(i for i, e in enumerate(events) if e.startswith("leave"))
+    assert first_leave > last_arrival, events
+
+
+def test_a_racer_that_never_comes_holds_the_others_only_until_the_barrier_timeout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(races, "_BARRIER_TIMEOUT", 0.3)
+    events = _at_the_start_line(races.StartLine(3), 2)
+    assert sorted(events) == ["arrive 0", "arrive 1", "leave 0", "leave 1"]
+
+
 def test_histories_are_long() -> None:
     """The state machine runs well past 20 steps on the default profile."""
     assert PROFILES["fast"].model_steps >= 50
