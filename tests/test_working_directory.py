@@ -29,6 +29,9 @@ def test_the_command_writes_nothing_in_the_working_directory(tmp_path: Path) -> 
     assert done.returncode == 0, done.stdout + done.stderr
     assert _written(work) == []
     assert list((cache / "storetest" / "hypothesis").rglob("*")), "Hypothesis cached nothing: nothing was checked"
+    # A strategy with codec="utf-8" makes a first run encode every code point to build
+    # this table (seconds, and some 200 MB); storetest's texts never need it.
+    assert not list(cache.rglob("codec-*")), "a strategy asked Hypothesis for a codec table"
 
 
 def test_pytest_writes_no_hypothesis_directory(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
