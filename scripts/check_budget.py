@@ -62,11 +62,14 @@ class Run:
 
 def measure(command: list[str], *, cwd: Path, env: dict[str, str]) -> Run:
     """Run ``command`` to its end; its wall time and its own peak RSS (``os.wait4`` gives
-    the child's rusage alone, not the sum over this process's children)."""
+    the child's rusage alone, not the sum over this process's children). The peak has a
+    floor: this process's RSS when it forks (a few tens of MiB for this script)."""
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
+        # preexec_fn makes it fork, not vfork: Linux carries the forking memory's high-water
+        # mark across exec into the child's ru_maxrss, under vfork this process's peak.
         child = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+                                 preexec_fn=os.setsid)  # a session of its own; no threads here
         try:
             _, status, usage = os.wait4(child.pid, 0)
         except BaseException:
