@@ -3,18 +3,30 @@ the clause meant for it, with the diagnosis the suite actually gave.
 
     python scripts/broken_stores_table.py            # writes docs/broken-stores.md
     python scripts/broken_stores_table.py --seed 7   # the seed for every run
+    python scripts/broken_stores_table.py --seeds 20 --seed-base 31000 --json kills.json
+    python scripts/broken_stores_table.py --tree ../other-checkout --seeds 20 --json kills.json
 
 Each store runs through ``storetest.check()``; the throwaway PostgreSQL, MariaDB and
 Redis databases (a server and a cluster) come from ``storetest.databases``, one of each
-for the whole run. Text
+for the whole run (for every seed). Text
 between the ``<!-- storetest check -->`` markers of an existing file is kept.
+
+``--seeds N`` runs every store on seeds SEED_BASE..SEED_BASE+N-1 and ``--json FILE``
+writes, per store, the seeds it was caught on as intended and, for each seed it was not,
+the clause and diagnosis seen (the page shows one seed, so ``--seeds`` needs ``--json``).
+``--tree DIR`` imports ``storetest``, ``reference_stores`` and ``tests`` from another
+checkout of this repository, so one script can run the broken stores of two commits.
+``--only SUBSTRING`` (repeatable) keeps the stores whose name contains one of them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "broken-stores.md"
@@ -35,27 +47,66 @@ caught on every one of 20 seeds (`pytest tests/test_broken_stores.py -k racy`).
 """
 
 
-def collect(seed: int) -> list[dict[str, object]]:
-    """Run every broken store against its clause; a row per store."""
-    sys.path.insert(0, str(ROOT))
-    from tests.broken_stores import diagnoses, fixtures_outside_pytest, registry, run_clause
+def _from_tree(tree: Path) -> ModuleType:
+    """``tests.broken_stores`` imported from ``tree``, with the ``storetest`` and
+    ``reference_stores`` it uses: ``tree`` goes first on sys.path, ahead of the editable
+    install's path (a .pth entry), and every module is checked to come from there."""
+    tree = tree.resolve()
+    sys.path.insert(0, str(tree))
+    import reference_stores
+    import storetest
+    import tests.broken_stores
 
-    rows: list[dict[str, object]] = []
-    with fixtures_outside_pytest() as fixture:
-        for broken in registry():
-            failure = run_clause(broken, fixture, seed)
-            if failure is None:
-                caught, clause, shown = False, "", "(not caught)"
-            else:
-                matching = [d for d in diagnoses(failure) if broken.diagnosis in d]
-                caught = failure.clause == broken.clause and bool(matching)
-                clause, shown = failure.clause, (matching or [failure.diagnosis])[0]
-            rows.append({
+    for module in (storetest, reference_stores, tests.broken_stores):
+        if not Path(str(module.__file__)).resolve().is_relative_to(tree):
+            raise RuntimeError(f"{module.__name__} came from {module.__file__}, not from {tree}")
+    return tests.broken_stores
+
+
+def _verdict(kit: ModuleType, broken: Any, fixture: Any, seed: int) -> tuple[bool, str, str]:
+    """(caught as intended, the clause that failed, the diagnosis shown) for one seed."""
+    try:
+        failure = kit.run_clause(broken, fixture, seed)
+    except AssertionError as exc:  # the clause did not run: skipped or errored
+        return False, "", f"(did not run: {exc})"
+    if failure is None:
+        return False, "", "(not caught)"
+    matching = [d for d in kit.diagnoses(failure) if broken.diagnosis in d]
+    caught = failure.clause == broken.clause and bool(matching)
+    return caught, failure.clause, (matching or [failure.diagnosis])[0]
+
+
+def collect(seeds: list[int], tree: Path = ROOT, only: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run every broken store (or those named by ``only``) against its clause on each
+    seed; a row per store, its clause and diagnosis those of the first seed."""
+    kit = _from_tree(tree)
+    rows: list[dict[str, Any]] = []
+    with kit.fixtures_outside_pytest() as fixture:
+        for broken in kit.registry():
+            if only and not any(part in broken.name for part in only):
+                continue
+            row: dict[str, Any] = {
                 "name": broken.name, "backend": broken.backend, "bug": broken.bug,
-                "wild": broken.wild, "clause": clause, "intended": broken.clause,
-                "diagnosis": shown, "caught": caught, "racy": broken.racy,
-            })
-            sys.stdout.write(f"{'caught' if caught else 'MISSED'} {broken.name}\n")
+                "wild": broken.wild, "intended": broken.clause, "racy": broken.racy,
+                "caught_seeds": [], "missed": [],
+            }
+            for seed in seeds:
+                caught, clause, shown = _verdict(kit, broken, fixture, seed)
+                if seed == seeds[0]:
+                    row.update(clause=clause, diagnosis=shown)
+                if caught:
+                    row["caught_seeds"].append(seed)
+                else:
+                    row["missed"].append({"seed": seed, "clause": clause, "diagnosis": shown})
+            row["caught"] = not row["missed"]
+            rows.append(row)
+            if len(seeds) == 1:
+                sys.stdout.write(f"{'caught' if row['caught'] else 'MISSED'} {broken.name}\n")
+            else:
+                missed = ", ".join(str(m["seed"]) for m in row["missed"])
+                sys.stdout.write(f"caught {len(row['caught_seeds'])}/{len(seeds)} {broken.name}"
+                                 + (f" (missed seeds {missed})\n" if missed else "\n"))
+            sys.stdout.flush()
     return rows
 
 
@@ -83,24 +134,52 @@ def render(rows: list[dict[str, object]], seed: int, kept: str) -> str:
     return "\n".join(lines) + "\n\n" + kept
 
 
+def _json_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keys = ("name", "backend", "intended", "racy", "caught_seeds", "missed")
+    return [{key: row[key] for key in keys} for row in rows]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=7, help="seed for every run (default 7)")
+    parser.add_argument("--seeds", type=int, help="run each store on this many seeds (needs --json)")
+    parser.add_argument("--seed-base", type=int, help="the first of --seeds (default: --seed)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the rows as JSON to FILE, not the page")
+    parser.add_argument("--tree", type=Path, default=ROOT, metavar="DIR",
+                        help="the checkout whose storetest, reference_stores and tests run (default: this one)")
+    parser.add_argument("--only", action="append", metavar="SUBSTRING",
+                        help="only the stores whose name contains SUBSTRING (repeatable)")
     parser.add_argument("--output", type=Path, default=OUTPUT)
     args = parser.parse_args(argv)
-    rows = collect(args.seed)
-    kept = ""
-    if args.output.exists():
-        old = args.output.read_text(encoding="utf-8")
-        if _KEEP_START in old and _KEEP_END in old:
-            kept = old[old.index(_KEEP_START) : old.index(_KEEP_END) + len(_KEEP_END)] + "\n"
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(render(rows, args.seed, kept), encoding="utf-8")
+    if args.seeds is not None and args.json is None:
+        parser.error("--seeds needs --json: the page shows one seed's diagnoses")
+    first = args.seed if args.seed_base is None else args.seed_base
+    seeds = [args.seed] if args.seeds is None else list(range(first, first + args.seeds))
+    rows = collect(seeds, args.tree, args.only)
     missed = [r["name"] for r in rows if not r["caught"]]
-    sys.stdout.write(f"wrote {args.output}: {len(rows) - len(missed)}/{len(rows)} caught\n")
+    if args.json is not None:
+        import storetest
+
+        data = {"tree": str(args.tree.resolve()), "storetest": storetest.__file__, "seeds": seeds,
+                "rows": _json_rows(rows)}
+        args.json.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        sys.stdout.write(f"wrote {args.json}: {len(rows) - len(missed)}/{len(rows)} caught on every seed\n")
+    else:
+        _write_page(rows, args.seed, args.output)
+        sys.stdout.write(f"wrote {args.output}: {len(rows) - len(missed)}/{len(rows)} caught\n")
     if missed:
         sys.stdout.write(f"not caught as intended: {', '.join(map(str, missed))}\n")
     return 1 if missed else 0
+
+
+def _write_page(rows: list[dict[str, Any]], seed: int, output: Path) -> None:
+    kept = ""
+    if output.exists():
+        old = output.read_text(encoding="utf-8")
+        if _KEEP_START in old and _KEEP_END in old:
+            kept = old[old.index(_KEEP_START) : old.index(_KEEP_END) + len(_KEEP_END)] + "\n"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render(rows, seed, kept), encoding="utf-8")
 
 
 if __name__ == "__main__":
