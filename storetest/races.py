@@ -24,6 +24,7 @@ __all__ = [
     "RACE_SWITCH_INTERVAL",
     "gather_all",
     "in_plain_race",
+    "in_race",
     "preemptible",
     "start_line",
     "together",
@@ -78,6 +79,8 @@ _START: contextvars.ContextVar[StartLine | None] = contextvars.ContextVar(
 # Set for the whole of a racing task of plain calls, not only its first call: a racer
 # that adds twice or takes twice must be preemptible in every call it makes.
 _PLAIN_RACE: contextvars.ContextVar[bool] = contextvars.ContextVar("storetest_plain_race", default=False)
+# Set for every racing task, of plain calls or not: its calls share the loop with others'.
+_RACING: contextvars.ContextVar[bool] = contextvars.ContextVar("storetest_racing", default=False)
 
 
 def start_line() -> StartLine | None:
@@ -93,6 +96,12 @@ def in_plain_race() -> bool:
     """Whether the current task races plain calls against others: each of its calls
     runs :func:`preemptible`, the first after waiting at the start line."""
     return _PLAIN_RACE.get()
+
+
+def in_race() -> bool:
+    """Whether the current task is one of several that :func:`together` runs at once
+    (its plain calls must then leave the loop free for the others')."""
+    return _RACING.get()
 
 
 def wait_at(line: StartLine | None) -> None:
@@ -169,6 +178,7 @@ async def together(calls: Sequence[Callable[[], Awaitable[T]]], *, threads: bool
         # and all of its calls are preemptible.
         _START.set(barrier)
         _PLAIN_RACE.set(barrier is not None)
+        _RACING.set(True)
         await go.wait()
         return await call()
 
