@@ -1,8 +1,8 @@
 """How hard a run tries: one small value per profile, read by the plugin, the command
 and :func:`storetest.check` alike.
 
-``fast`` is the default (seconds per store); ``ci`` doubles it; ``thorough`` is slow
-and opt-in. No deadline on a clause or an example (a real database's latency is not the
+``fast`` is the default (seconds per store); ``ci`` doubles its examples and steps and
+runs eight times its race rounds; ``thorough`` is slow and opt-in. No deadline on a clause or an example (a real database's latency is not the
 store's bug); only a call that does not return at all is cut off, after
 ``call_timeout`` seconds, above any bound a reference store puts on its own calls.
 """
@@ -29,7 +29,9 @@ class Profile:
     #: Operations in one run of the state machine (``store_matches_model``); long runs
     #: catch stores that misbehave only after many saves.
     model_steps: int
-    #: Rounds of each concurrency clause; each round starts its callers together.
+    #: Rounds of each concurrency clause; each round starts its callers together. One
+    #: round catches nearly every racy broken store (scripts/race_rounds.py); a race
+    #: that catches less per round runs a multiple of it.
     race_rounds: int
     #: Successful shrinks Hypothesis may make of one failure before it reports the
     #: smallest example found so far; a count, so a replay shrinks exactly the same.
