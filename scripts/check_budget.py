@@ -6,11 +6,13 @@ profile) before and after a change, beside the broken-store kill table of both, 
 
 For each side a fresh ``git worktree add --detach`` of its ref is made in a temp dir
 (removed at the end, also on an error or Ctrl-C). Then, interleaved so both sides see the
-machine alike (before run 1, after run 1, before run 2, after run 2), the default check
+machine alike (before run 1, after run 1, before run 2, after run 2, and so on to
+``--runs``), the default check
 runs as a user runs it: ``python -m storetest.cli check`` with PYTHONPATH=<worktree>, in
 an empty temp working directory, with an empty ``XDG_CACHE_HOME`` of the side's own and
 no ``STORETEST_*`` variables. Run 1 is a first run (no .pyc in the fresh worktree, no
-Hypothesis database), run 2 a second run (both warm). Each run's wall time (perf_counter
+Hypothesis database), run 2 and later ones second runs (both warm; with more than two, the
+report adds their median). Each run's wall time (perf_counter
 around the child), peak RSS (the child's own rusage from ``os.wait4``; ru_maxrss is KiB on
 Linux), exit code and the check's summary line are recorded.
 
@@ -32,6 +34,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -145,8 +148,8 @@ def _progress(text: str) -> None:
     print(f"[{datetime.now():%H:%M:%S}] {text}", file=sys.stderr, flush=True)
 
 
-def time_checks(trees: dict[str, Path], scratch: Path) -> dict[str, list[Run]]:
-    """Two default checks per side, interleaved: before 1, after 1, before 2, after 2."""
+def time_checks(trees: dict[str, Path], scratch: Path, count: int = 2) -> dict[str, list[Run]]:
+    """``count`` default checks per side, interleaved: before 1, after 1, before 2, ..."""
     places: dict[str, tuple[Path, dict[str, str]]] = {}
     for side, tree in trees.items():
         cwd, cache = scratch / f"{side}-cwd", scratch / f"{side}-cache"
@@ -156,7 +159,7 @@ def time_checks(trees: dict[str, Path], scratch: Path) -> dict[str, list[Run]]:
         _imports_from(tree, cwd, env)
         places[side] = (cwd, env)
     runs: dict[str, list[Run]] = {side: [] for side in trees}
-    for number in (1, 2):
+    for number in range(1, count + 1):
         for side in trees:
             _progress(f"timing: {side} run {number}: storetest check")
             cwd, env = places[side]
@@ -219,6 +222,14 @@ def render(facts: dict[str, str], runs: dict[str, list[Run]], kills: dict[str, d
     lines += ["", "| after / before | wall | peak RSS |", "|---|---|---|"]
     for number, (old, new) in enumerate(zip(runs["before"], runs["after"], strict=True), 1):
         lines.append(f"| run {number} | {new.wall / old.wall:.2f} | {new.peak_mb / old.peak_mb:.2f} |")
+    if len(runs["before"]) > 2:
+        warm = {side: runs[side][1:] for side in SIDES}
+        wall = {side: statistics.median(r.wall for r in warm[side]) for side in SIDES}
+        peak = {side: statistics.median(r.peak_mb for r in warm[side]) for side in SIDES}
+        lines.append(f"| median of runs 2-{len(runs['before'])} | {wall['after'] / wall['before']:.2f} "
+                     f"| {peak['after'] / peak['before']:.2f} |")
+        lines += ["", "Median of the second runs: " + ", ".join(
+            f"{side} {wall[side]:.2f} s, {peak[side]:.0f} MiB" for side in SIDES) + "."]
     lines += ["", f"## Kill table (every broken store against its intended clause, seeds "
               f"{SEED_BASE}..{SEED_BASE + seeds - 1})", ""]
     rows = {side: {r["name"]: r for r in (data or {}).get("rows", [])} for side, data in kills.items()}
@@ -270,7 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", default="HEAD", metavar="REF", help="the ref after (default HEAD)")
     parser.add_argument("--seeds", type=int, default=20, help="kill-table seeds per store (default 20)")
     parser.add_argument("--output", type=Path, metavar="FILE", help="also write the report to FILE")
+    parser.add_argument("--runs", type=int, default=2, metavar="N",
+                        help="checks per side (default 2): the first run, then N-1 second runs, whose "
+                             "median the report adds when N > 2")
     args = parser.parse_args(argv)
+    if args.runs < 2:
+        parser.error("--runs must be 2 or more: a first run and at least one second run")
     _stop_on_sigterm()
     started = time.perf_counter()
     refs = {side: _git("rev-parse", "--verify", f"{ref}^{{commit}}") for side, ref in
@@ -286,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="check-budget-") as scratch_name:
         scratch = Path(scratch_name)
         with worktrees(refs, scratch / "trees") as trees:
-            runs = time_checks(trees, scratch)
+            runs = time_checks(trees, scratch, args.runs)
             facts["load average after the timings"] = _load()
             kills: dict[str, dict[str, Any] | None] = {}
             for side, tree in trees.items():

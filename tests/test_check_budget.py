@@ -118,3 +118,14 @@ def test_the_report_shows_timings_ratios_and_kills(budget: ModuleType) -> None:
     assert "| `memory-nfc` | `c` | 2/2 | 1/2 |" in text
     assert "- after `memory-nfc` seed 2: `-`: (not caught)" in text
     assert budget._failed(runs, table) == ["after run 2 exited 1", "after missed memory-nfc on 1 seed(s)"]
+
+
+def test_more_second_runs_add_their_median(budget: ModuleType) -> None:
+    def side(*walls: float) -> list[object]:
+        return [budget.Run(w, 60.0, 0, "") for w in walls]
+
+    runs = {"before": side(9.0, 4.0, 8.0, 6.0), "after": side(3.0, 2.0, 3.0, 9.0)}
+    text = budget.render({"date": "today"}, runs, {"before": {"rows": []}, "after": {"rows": []}}, 2)
+    assert "| run 4 | 1.50 | 1.00 |" in text
+    assert "| median of runs 2-4 | 0.50 | 1.00 |" in text
+    assert "Median of the second runs: before 6.00 s, 60 MiB, after 3.00 s, 60 MiB." in text
