@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,10 @@ def test_measure_does_not_count_the_parents_peak(budget: ModuleType, tmp_path: P
     del big
     run = budget.measure([sys.executable, "-c", "pass"], cwd=tmp_path, env={})
     assert run.exit == 0
-    assert run.peak_mb < _rss_mb() + 60 < 400, run.peak_mb
+    # This process may be large already (an xdist worker late in a run): compare with
+    # its own high-water mark, which the 400 MiB raised, not with a fixed size.
+    high_water = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert run.peak_mb < _rss_mb() + 60 < high_water, (run.peak_mb, _rss_mb(), high_water)
 
 
 def _rss_mb() -> float:
