@@ -2,9 +2,10 @@
 and :func:`storetest.check` alike.
 
 ``fast`` is the default (seconds per store); ``ci`` doubles its examples and steps and
-runs eight times its race rounds; ``thorough`` is slow and opt-in. No deadline on a clause or an example (a real database's latency is not the
-store's bug); only a call that does not return at all is cut off, after
-``call_timeout`` seconds, above any bound a reference store puts on its own calls.
+runs eight times its race rounds; ``thorough`` is slow and opt-in. No deadline on a
+clause or an example (a real database's latency is not the store's bug); only a call
+that does not return at all is cut off, after ``call_timeout`` seconds, above any bound
+a reference store puts on its own calls.
 """
 
 from __future__ import annotations
