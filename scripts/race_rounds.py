@@ -4,6 +4,7 @@ how many rounds a profile needs (``Profile.race_rounds``).
     python scripts/race_rounds.py                       # 60 seeds, every racy store
     python scripts/race_rounds.py --seeds 100 --only sqlite- --only postgres-
     python scripts/race_rounds.py --switch-interval 1e-6   # the race's old interval
+    python scripts/race_rounds.py --yield sleep            # the old yield, time.sleep(0)
 
 Each racy store in ``tests/broken_stores`` (but the crash clauses', which kill processes
 rather than race rounds) runs against its intended clause with ``race_rounds=1`` on
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="only stores whose name contains it (repeatable)")
     parser.add_argument("--switch-interval", type=float, default=None,
                         help="seconds; the race's thread switch interval instead of storetest's")
+    parser.add_argument("--yield", dest="yield_with", choices=("storetest", "sleep"), default="storetest",
+                        help="how a racing thread yields at each line of the store's code: storetest's "
+                             "way, or time.sleep(0) (its way before sched_yield)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from storetest import races
@@ -40,10 +44,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.switch_interval is not None:
         races.RACE_SWITCH_INTERVAL = args.switch_interval  # type: ignore[misc]
+    if args.yield_with == "sleep":
+        races._yield_to_others = races._sleep_zero
     one_round = dataclasses.replace(PROFILES["fast"], race_rounds=1)
     chosen = [b for b in registry() if b.racy and b.backend != "crash"
               and (not args.only or any(o in b.name for o in args.only))]
-    print(f"one round, {args.seeds} seeds, switch interval {races.RACE_SWITCH_INTERVAL:g} s", flush=True)
+    print(f"one round, {args.seeds} seeds, switch interval {races.RACE_SWITCH_INTERVAL:g} s, "
+          f"yield {races._yield_to_others.__name__}", flush=True)
     with fixtures_outside_pytest() as fixture:
         for broken in chosen:
             began, caught = time.perf_counter(), 0

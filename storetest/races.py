@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import sys
 import threading
 import time
@@ -39,6 +40,18 @@ RACE_SWITCH_INTERVAL: Final = 1e-4
 #: Longest wait at the barrier: a call that never reaches the store (it failed before)
 #: must not hang the others.
 _BARRIER_TIMEOUT: Final = 2.0
+
+# How a racing thread hands the interpreter to the others at each traced line.
+# ``sched_yield`` releases the GIL and gives the CPU to a thread waiting for it, in
+# about 1 µs; ``time.sleep(0)`` switches as often but sleeps for the kernel's timer
+# slack (about 50 µs on Linux) every time, which was most of a race's cost
+# (``benchmarks/race_yield.py`` measures both; ``scripts/race_rounds.py --yield sleep``
+# compares what one round catches with each).
+def _sleep_zero() -> None:
+    time.sleep(0)
+
+
+_yield_to_others: Callable[[], object] = getattr(os, "sched_yield", _sleep_zero)
 
 class StartLine:
     """Where racing threads wait for each other. Not a ``threading.Barrier``: its
@@ -119,14 +132,14 @@ def preemptible(roots: Sequence[str]) -> Iterator[None]:
     it checks for requests (a Python function starting, a loop jumping back), so a
     method like ``with lock: read`` / ``with lock: trim`` has no switch point between
     its steps, and on a busy machine waking another thread takes longer than the whole
-    method. A line tracer that sleeps for zero seconds makes every line a point where
+    method. A line tracer that yields the interpreter makes every line a point where
     the other racers run, as ``await asyncio.sleep(0)`` does for tasks. Frames outside
     ``roots`` (drivers, the standard library) are not traced.
     """
 
     def local(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
         if event == "line":
-            time.sleep(0)
+            _yield_to_others()
         return local
 
     def on_call(frame: FrameType, event: str, arg: object) -> Callable[..., object] | None:
