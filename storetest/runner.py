@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import random
 import tempfile
 import threading
@@ -74,6 +75,29 @@ _REDIS_PREFIX: Final = "storetest_redis_prefix"
 BEYOND: Final = "beyond the protocol's promise"
 #: The factory parameters :func:`check` fills by itself.
 SUPPLIED: Final = ("tmp_path", *_DATABASE_FIXTURES, _REDIS_PREFIX)
+#: Where :func:`check` makes each clause's ``tmp_path`` when it can: a RAM-backed
+#: filesystem, where a store's fsyncs cost nothing, as the throwaway servers run with
+#: fsync off (no clause compares what durability changes; a killed child process
+#: loses nothing either way). Used only with this much room, and only when no
+#: ``TMPDIR``, ``TEMP`` or ``TMP`` names a directory of the user's choosing.
+RAM_DIRECTORY: Final = "/dev/shm"
+RAM_DIRECTORY_MIN_FREE: Final = 1 << 30
+
+
+def scratch_directory() -> str | None:
+    """The directory each clause's ``tmp_path`` is made in: :data:`RAM_DIRECTORY` if it
+    is a writable directory with :data:`RAM_DIRECTORY_MIN_FREE` bytes free and the
+    environment names no temporary directory; otherwise ``None``, :mod:`tempfile`'s
+    choice."""
+    if any(os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")):
+        return None
+    try:
+        room = os.statvfs(RAM_DIRECTORY)
+    except (OSError, AttributeError):  # no such directory, or no statvfs (Windows)
+        return None
+    if room.f_bavail * room.f_frsize < RAM_DIRECTORY_MIN_FREE or not os.access(RAM_DIRECTORY, os.W_OK | os.X_OK):
+        return None
+    return RAM_DIRECTORY
 
 
 def check(
@@ -98,7 +122,9 @@ def check(
     :param factory: makes the store under test, afresh for each clause: a plain or
         async function, or a (async) generator that yields the store and tears it
         down after the ``yield``. Its parameters are filled by name from ``fixtures``;
-        ``check`` itself supplies ``tmp_path`` (a new directory per clause) and the
+        ``check`` itself supplies ``tmp_path`` (a new directory per clause, in
+        ``/dev/shm`` where it has room and no ``TMPDIR`` is set: see
+        :func:`scratch_directory`) and the
         throwaway-database URLs ``storetest_postgres_url``, ``storetest_mysql_url``,
         ``storetest_mongodb_url``, ``storetest_redis_url`` and
         ``storetest_redis_cluster_url``, with ``storetest_redis_prefix`` (see
@@ -557,6 +583,7 @@ class _Supplier:
         self.stack = contextlib.ExitStack()
         self.databases: dict[str, str] = {}
         self.redis_prefix = new_prefix()
+        self.scratch = scratch_directory() if "tmp_path" in self.names else None
         if not callable(given):
             missing = unsupplied(factories, given or {})
             if missing:
@@ -583,7 +610,8 @@ class _Supplier:
                 if self.given is not None and n in self.given:
                     out[n] = self.given[n]
                 elif n == "tmp_path":
-                    out[n] = Path(per_clause.enter_context(tempfile.TemporaryDirectory(prefix="storetest-")))
+                    out[n] = Path(per_clause.enter_context(
+                        tempfile.TemporaryDirectory(prefix="storetest-", dir=self.scratch)))
                 elif n == _REDIS_PREFIX:
                     out[n] = self.redis_prefix
                 else:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import storetest
-from storetest import Message, check_messages, check_session_id, check_steer_text
+from storetest import Message, check_messages, check_session_id, check_steer_text, runner
 
 #: Quick clauses: two single-handle ones and a replica one.
 QUICK = ["unknown_session_is_empty", "save_replaces_the_transcript", "replicas_share_transcripts"]
@@ -161,6 +163,59 @@ def test_tmp_path_is_a_new_empty_directory_per_clause_shared_by_store_and_replic
     # With replica=, every clause that runs makes both, on the same directory.
     assert [p for who, p in seen if who == "replica"] == store_dirs
     assert not any(p.exists() for p in store_dirs)
+
+
+def _tmp_path_parents(clauses: list[str] = QUICK) -> set[Path]:
+    seen: list[Path] = []
+
+    def factory(tmp_path: Path) -> DictStore:
+        seen.append(tmp_path)
+        return DictStore(Backend())
+
+    report = storetest.check(factory, clauses=clauses, seed=1)
+    assert report.ok, str(report)
+    return {p.parent for p in seen}
+
+
+@pytest.fixture
+def no_temporary_directory_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("no_temporary_directory_named")
+def test_tmp_path_is_made_in_ram_where_it_has_room(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A store's fsyncs cost nothing in RAM (the SQLite store's were a fifth of the
+    default check); a directory here stands for /dev/shm."""
+    monkeypatch.setattr(runner, "RAM_DIRECTORY", str(tmp_path))
+    assert _tmp_path_parents() == {tmp_path}
+    assert not any(tmp_path.iterdir())
+    monkeypatch.setattr(runner, "RAM_DIRECTORY_MIN_FREE", 1 << 62)  # no room
+    assert tmp_path not in _tmp_path_parents()
+    monkeypatch.setattr(runner, "RAM_DIRECTORY", str(tmp_path / "missing"))
+    assert _tmp_path_parents() == {Path(tempfile.gettempdir())}
+
+
+def test_a_temporary_directory_the_user_named_is_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(runner, "RAM_DIRECTORY", str(tmp_path))
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        with monkeypatch.context() as m:
+            for other in ("TMPDIR", "TEMP", "TMP"):
+                m.delenv(other, raising=False)
+            m.setenv(name, str(tmp_path / "chosen"))
+            assert runner.scratch_directory() is None, name
+
+
+@pytest.mark.usefixtures("no_temporary_directory_named")
+def test_dev_shm_is_chosen_exactly_where_it_is_a_tmpfs_with_room() -> None:
+    """On these machines it is; where it is not, the temporary directory is used."""
+    mounts = Path("/proc/mounts").read_text().split("\n") if Path("/proc/mounts").exists() else []
+    tmpfs = any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts if line)
+    room = False
+    if tmpfs:
+        stats = os.statvfs("/dev/shm")
+        room = stats.f_bavail * stats.f_frsize >= runner.RAM_DIRECTORY_MIN_FREE
+    assert runner.scratch_directory() == ("/dev/shm" if tmpfs and room else None)
 
 
 def test_a_parameter_check_cannot_supply_is_refused_up_front() -> None:
