@@ -1,17 +1,20 @@
 """What one traced line costs a race of plain calls, and how often the interpreter
 changes threads there, with each way a racing thread can yield at a line of the store's
-code: ``os.sched_yield()`` (storetest's) against ``time.sleep(0)`` (its way before).
+code: storetest's (``os.sched_yield()``, then ``time.sleep(0)`` for the rest of a race
+once a yield was slow), ``sched_yield`` alone, and ``sleep(0)`` alone (its way before).
 
-    python benchmarks/race_yield.py                  # 2, 4 and 8 threads, 5 rounds
+    python benchmarks/race_yield.py                  # idle, then with every CPU busy
     python benchmarks/race_yield.py --rounds 9 --lines 20000
 
-Each round starts ``N`` threads together at a ``threading.Barrier``; each runs a loop of
+Each round starts ``N`` threads together at the race's start line; each runs a loop of
 ``--lines`` traced lines under ``storetest.races.preemptible`` at the race's switch
-interval, once with each yield, in alternating order. It prints, per thread count, the
-median microseconds per line of each yield, their ratio, and the share of loop turns
-after which another thread's came next (1.0: a switch at every turn). What each yield catches
-is ``scripts/race_rounds.py``'s to say (``--yield sleep`` for the old one); a ratio,
-not a time, is this script's result: these machines are shared.
+interval, once with each yield, in rotating order. It prints, per thread count, the
+median microseconds per line of each yield, their ratios to ``sleep(0)``, and the share
+of loop turns after which another thread's came next (1.0: a switch at every turn).
+Then it does the same with one busy loop per CPU running beside it, in processes of
+their own, as on a shared CI machine. What each yield catches is
+``scripts/race_rounds.py``'s to say (``--yield sleep`` for the old one); ratios, not
+times, are this script's result: these machines are shared.
 """
 
 from __future__ import annotations
@@ -20,15 +23,23 @@ import argparse
 import itertools
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from storetest import races
+
+_WAYS: dict[str, Callable[[], object]] = {
+    "storetest": races._yield_to_others,
+    "sched_yield": os.sched_yield if hasattr(os, "sched_yield") else races._sleep_zero,
+    "sleep(0)": races._sleep_zero,
+}
 
 
 def _lines(n: int, log: list[int]) -> None:
@@ -40,14 +51,15 @@ def _lines(n: int, log: list[int]) -> None:
 def _round(threads: int, lines: int, yield_with: Callable[[], object]) -> tuple[float, float]:
     """Microseconds per traced line, and the share of loop turns followed by another thread's."""
     log: list[int] = []
-    barrier = threading.Barrier(threads)
+    line = races.StartLine(threads)
 
     def racer() -> None:
-        barrier.wait()
+        line.wait()
         with races.preemptible([__file__]):
             _lines(lines, log)
 
-    saved, races._yield_to_others = races._yield_to_others, yield_with
+    saved, races._yield_to_others = races._yield_to_others, yield_with  # type: ignore[assignment]
+    races._race_starts()
     previous = sys.getswitchinterval()
     sys.setswitchinterval(races.RACE_SWITCH_INTERVAL)
     try:
@@ -60,10 +72,42 @@ def _round(threads: int, lines: int, yield_with: Callable[[], object]) -> tuple[
         elapsed = time.perf_counter() - began
     finally:
         sys.setswitchinterval(previous)
-        races._yield_to_others = saved
+        races._yield_to_others = saved  # type: ignore[assignment]
     switches = sum(a != b for a, b in itertools.pairwise(log))
     # Two traced lines per loop turn (the ``for`` and the append).
     return elapsed / (2 * len(log)) * 1e6, switches / len(log)
+
+
+@contextmanager
+def _busy(processes: int) -> Iterator[None]:
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def _table(rounds: int, lines: int) -> None:
+    names = list(_WAYS)
+    print("| threads | " + " | ".join(f"{n}, µs/line" for n in names) + " | storetest / sleep(0) "
+          "| sched_yield / sleep(0) | " + " | ".join(f"switches/turn, {n}" for n in names) + " |")
+    print("|---" * (2 * len(names) + 3) + "|")
+    for threads in (2, 4, 8):
+        cost: dict[str, list[float]] = {n: [] for n in names}
+        switched: dict[str, list[float]] = {n: [] for n in names}
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                micros, share = _round(threads, lines, _WAYS[name])
+                cost[name].append(micros)
+                switched[name].append(share)
+        median = {n: statistics.median(cost[n]) for n in names}
+        print(f"| {threads} | " + " | ".join(f"{median[n]:.2f}" for n in names)
+              + f" | {median['storetest'] / median['sleep(0)']:.3f}"
+              + f" | {median['sched_yield'] / median['sleep(0)']:.3f} | "
+              + " | ".join(f"{statistics.median(switched[n]):.3f}" for n in names) + " |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,23 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(os, "sched_yield"):
         print("os.sched_yield is missing here: storetest yields with time.sleep(0)")
         return 1
-    ways = {"sched_yield": os.sched_yield, "sleep(0)": races._sleep_zero}
+    cpus = os.cpu_count() or 1
     print(f"{args.rounds} rounds of {args.lines} loop turns a thread, switch interval "
-          f"{races.RACE_SWITCH_INTERVAL:g} s, {os.cpu_count()} CPUs")
-    print("| threads | sched_yield, µs/line | sleep(0), µs/line | sched_yield / sleep(0) "
-          "| switches/turn, sched_yield | switches/turn, sleep(0) |")
-    print("|---|---|---|---|---|---|")
-    for threads in (2, 4, 8):
-        cost: dict[str, list[float]] = {w: [] for w in ways}
-        switched: dict[str, list[float]] = {w: [] for w in ways}
-        for r in range(args.rounds):
-            for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
-                micros, share = _round(threads, args.lines, ways[name])
-                cost[name].append(micros)
-                switched[name].append(share)
-        new, old = (statistics.median(cost[w]) for w in ways)
-        print(f"| {threads} | {new:.2f} | {old:.2f} | {new / old:.3f} | "
-              f"{statistics.median(switched['sched_yield']):.3f} | {statistics.median(switched['sleep(0)']):.3f} |")
+          f"{races.RACE_SWITCH_INTERVAL:g} s, {cpus} CPUs, load average {os.getloadavg()[0]:.2f}\n")
+    print("idle:\n")
+    _table(args.rounds, args.lines)
+    print(f"\nwith {cpus} busy loops beside it:\n")
+    with _busy(cpus):
+        _table(args.rounds, max(1, args.lines // 10))
     return 0
 
 

@@ -56,7 +56,8 @@ SUPPLIED = (
     ("tmp_path", "a `pathlib.Path` to a new, empty directory for this clause; the factory "
      "and the replica factory of one clause get the same one; removed after the clause; in "
      "`/dev/shm` (RAM: fsyncs cost nothing, as the throwaway servers run with fsync off) when it "
-     "has 1 GiB free and no `TMPDIR`, `TEMP` or `TMP` is set, else in the temporary directory"),
+     "is a tmpfs with 1 GiB free and no `TMPDIR`, `TEMP` or `TMP` is set, else in the temporary "
+     "directory (`TMPDIR=/tmp` for a store that needs a disk, e.g. one opening files `O_DIRECT`)"),
     ("storetest_postgres_url", "the URL of a throwaway PostgreSQL database, kept for the whole run "
      "(see `storetest.databases`)"),
     ("storetest_mysql_url", "the URL of a throwaway MySQL/MariaDB database, kept for the whole run"),

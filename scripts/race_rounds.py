@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds; the race's thread switch interval instead of storetest's")
     parser.add_argument("--yield", dest="yield_with", choices=("storetest", "sleep"), default="storetest",
                         help="how a racing thread yields at each line of the store's code: storetest's "
-                             "way, or time.sleep(0) (its way before sched_yield)")
+                             "way, or time.sleep(0) alone (its way before sched_yield)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from storetest import races
@@ -49,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     one_round = dataclasses.replace(PROFILES["fast"], race_rounds=1)
     chosen = [b for b in registry() if b.racy and b.backend != "crash"
               and (not args.only or any(o in b.name for o in args.only))]
+    how = "sleep(0)" if args.yield_with == "sleep" else "storetest's (sched_yield; sleep(0) when busy)"
     print(f"one round, {args.seeds} seeds, switch interval {races.RACE_SWITCH_INTERVAL:g} s, "
-          f"yield {races._yield_to_others.__name__}", flush=True)
+          f"yield {how}", flush=True)
     with fixtures_outside_pytest() as fixture:
         for broken in chosen:
             began, caught = time.perf_counter(), 0

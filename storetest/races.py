@@ -41,17 +41,53 @@ RACE_SWITCH_INTERVAL: Final = 1e-4
 #: must not hang the others.
 _BARRIER_TIMEOUT: Final = 2.0
 
-# How a racing thread hands the interpreter to the others at each traced line.
-# ``sched_yield`` releases the GIL and gives the CPU to a thread waiting for it, in
-# about 1 µs; ``time.sleep(0)`` switches as often but sleeps for the kernel's timer
-# slack (about 50 µs on Linux) every time, which was most of a race's cost
-# (``benchmarks/race_yield.py`` measures both; ``scripts/race_rounds.py --yield sleep``
-# compares what one round catches with each).
+#: A ``sched_yield`` longer than this, before a race, gave the CPU to another process.
+_SLOW_YIELD: Final = 200e-6
+#: During a race, one longer than this did: a racer's thread given the CPU yields it
+#: back at its next line, but another process keeps it for a time slice.
+_SLOW_YIELD_IN_RACE: Final = 1e-3
+
+_sched_yield: Callable[[], None] | None = getattr(os, "sched_yield", None)
+# Decided as each race starts: whether other processes want the CPUs.
+_machine_busy = False
+
+
 def _sleep_zero() -> None:
     time.sleep(0)
 
 
-_yield_to_others: Callable[[], object] = getattr(os, "sched_yield", _sleep_zero)
+def _yield_to_others() -> None:
+    """Let the other racers run: called at every traced line.
+
+    ``os.sched_yield()`` releases the GIL, signalling a racer that waits for it, and
+    returns in about 1 µs on an idle machine; ``time.sleep(0)`` sleeps for the kernel's
+    timer slack, about 50 µs, at every line, which was most of a race's cost. But while
+    another process wants the CPU, ``sched_yield`` hands it that process's whole time
+    slice, where a sleeper is woken at once: on a busy machine (seen as the race starts,
+    or in a yield that took a time slice) the race yields with ``sleep(0)``.
+    ``benchmarks/race_yield.py`` measures the ways, idle and loaded;
+    ``scripts/race_rounds.py --yield sleep`` compares what one round catches with
+    ``sleep(0)`` alone.
+    """
+    global _machine_busy
+    if _machine_busy or _sched_yield is None:
+        _sleep_zero()
+    elif _slow(_sched_yield, _SLOW_YIELD_IN_RACE):
+        _machine_busy = True
+
+
+def _race_starts() -> None:
+    """Decide how this race yields. Before it starts no racer's thread is running, so a
+    ``sched_yield`` that takes long gave the CPU to another process."""
+    global _machine_busy
+    _machine_busy = _sched_yield is None or any(_slow(_sched_yield, _SLOW_YIELD) for _ in range(3))
+
+
+def _slow(call: Callable[[], None], limit: float) -> bool:
+    began = time.perf_counter()
+    call()
+    return time.perf_counter() - began > limit
+
 
 class StartLine:
     """Where racing threads wait for each other. Not a ``threading.Barrier``: its
@@ -200,6 +236,7 @@ async def together(calls: Sequence[Callable[[], Awaitable[T]]], *, threads: bool
     if barrier is None:
         go.set()
         return await gather_all(tasks)
+    _race_starts()
     with _narrow_switch_interval():
         go.set()
         return await gather_all(tasks)

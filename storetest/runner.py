@@ -75,20 +75,21 @@ _REDIS_PREFIX: Final = "storetest_redis_prefix"
 BEYOND: Final = "beyond the protocol's promise"
 #: The factory parameters :func:`check` fills by itself.
 SUPPLIED: Final = ("tmp_path", *_DATABASE_FIXTURES, _REDIS_PREFIX)
-#: Where :func:`check` makes each clause's ``tmp_path`` when it can: a RAM-backed
-#: filesystem, where a store's fsyncs cost nothing, as the throwaway servers run with
-#: fsync off (no clause compares what durability changes; a killed child process
-#: loses nothing either way). Used only with this much room, and only when no
-#: ``TMPDIR``, ``TEMP`` or ``TMP`` names a directory of the user's choosing.
+#: Where :func:`check` makes each clause's ``tmp_path`` when it can: a tmpfs, in RAM,
+#: where a store's fsyncs cost nothing, as the throwaway servers run with fsync off (no
+#: clause tests a power cut; the crash clauses kill processes, which loses nothing the
+#: kernel was given). Used only with this much room, and only when no ``TMPDIR``,
+#: ``TEMP`` or ``TMP`` names a directory of the user's choosing.
 RAM_DIRECTORY: Final = "/dev/shm"
 RAM_DIRECTORY_MIN_FREE: Final = 1 << 30
 
 
 def scratch_directory() -> str | None:
     """The directory each clause's ``tmp_path`` is made in: :data:`RAM_DIRECTORY` if it
-    is a writable directory with :data:`RAM_DIRECTORY_MIN_FREE` bytes free and the
+    is a writable tmpfs with :data:`RAM_DIRECTORY_MIN_FREE` bytes free and the
     environment names no temporary directory; otherwise ``None``, :mod:`tempfile`'s
-    choice."""
+    choice. (A tmpfs's free bytes are its size limit's, not the machine's free RAM; each
+    clause's directory is removed when the clause ends.)"""
     if any(os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")):
         return None
     try:
@@ -97,7 +98,21 @@ def scratch_directory() -> str | None:
         return None
     if room.f_bavail * room.f_frsize < RAM_DIRECTORY_MIN_FREE or not os.access(RAM_DIRECTORY, os.W_OK | os.X_OK):
         return None
-    return RAM_DIRECTORY
+    return RAM_DIRECTORY if _on_tmpfs(RAM_DIRECTORY) else None
+
+
+def _on_tmpfs(path: str) -> bool:
+    """Whether ``path`` is on a tmpfs, by the kernel's mount table (Linux; ``False``
+    where there is none)."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as table:
+            mounts = [fields[1:3] for fields in map(str.split, table) if len(fields) >= 3]
+    except OSError:
+        return False
+    real = os.path.realpath(path)
+    holding = [(point, kind) for point, kind in mounts
+               if real == point or real.startswith(point.rstrip("/") + "/")]
+    return bool(holding) and max(holding, key=lambda m: len(m[0]))[1] == "tmpfs"
 
 
 def check(

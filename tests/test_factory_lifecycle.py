@@ -183,25 +183,39 @@ def no_temporary_directory_named(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.mark.usefixtures("no_temporary_directory_named")
-def test_tmp_path_is_made_in_ram_where_it_has_room(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A store's fsyncs cost nothing in RAM (the SQLite store's were a fifth of the
-    default check); a directory here stands for /dev/shm."""
+@pytest.fixture
+def ram_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A directory that stands for /dev/shm: a tmpfs with room."""
     monkeypatch.setattr(runner, "RAM_DIRECTORY", str(tmp_path))
-    assert _tmp_path_parents() == {tmp_path}
-    assert not any(tmp_path.iterdir())
+    monkeypatch.setattr(runner, "RAM_DIRECTORY_MIN_FREE", 1)
+    monkeypatch.setattr(runner, "_on_tmpfs", lambda path: path == str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.usefixtures("no_temporary_directory_named")
+def test_tmp_path_is_made_in_ram_where_it_has_room(monkeypatch: pytest.MonkeyPatch, ram_directory: Path) -> None:
+    """A store's fsyncs cost nothing in RAM (the SQLite store's were a fifth of the
+    default check)."""
+    assert _tmp_path_parents() == {ram_directory}
+    assert not any(ram_directory.iterdir())
     monkeypatch.setattr(runner, "RAM_DIRECTORY_MIN_FREE", 1 << 62)  # no room
-    assert tmp_path not in _tmp_path_parents()
-    monkeypatch.setattr(runner, "RAM_DIRECTORY", str(tmp_path / "missing"))
+    assert ram_directory not in _tmp_path_parents()
+    monkeypatch.setattr(runner, "RAM_DIRECTORY_MIN_FREE", 1)
+    monkeypatch.setattr(runner, "_on_tmpfs", lambda path: False)  # on a disk
+    assert ram_directory not in _tmp_path_parents()
+    monkeypatch.setattr(runner, "RAM_DIRECTORY", str(ram_directory / "missing"))
     assert _tmp_path_parents() == {Path(tempfile.gettempdir())}
 
 
-def test_a_temporary_directory_the_user_named_is_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(runner, "RAM_DIRECTORY", str(tmp_path))
+@pytest.mark.usefixtures("ram_directory")
+def test_a_temporary_directory_named_in_the_environment_turns_the_ram_directory_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
     for name in ("TMPDIR", "TEMP", "TMP"):
         with monkeypatch.context() as m:
             for other in ("TMPDIR", "TEMP", "TMP"):
                 m.delenv(other, raising=False)
+            assert runner.scratch_directory() == str(tmp_path)
             m.setenv(name, str(tmp_path / "chosen"))
             assert runner.scratch_directory() is None, name
 
@@ -210,7 +224,7 @@ def test_a_temporary_directory_the_user_named_is_kept(monkeypatch: pytest.Monkey
 def test_dev_shm_is_chosen_exactly_where_it_is_a_tmpfs_with_room() -> None:
     """On these machines it is; where it is not, the temporary directory is used."""
     mounts = Path("/proc/mounts").read_text().split("\n") if Path("/proc/mounts").exists() else []
-    tmpfs = any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts if line)
+    tmpfs = any(line.split()[1:3] == [os.path.realpath("/dev/shm"), "tmpfs"] for line in mounts if line)
     room = False
     if tmpfs:
         stats = os.statvfs("/dev/shm")

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -161,21 +162,23 @@ def _turns(n: int, log: list[int]) -> None:
         log.append(me)
 
 
-def test_racing_threads_switch_at_nearly_every_line_of_the_store() -> None:
+def test_racing_threads_switch_at_the_lines_of_the_store() -> None:
     """Four racing threads in a loop of the store's code hand the interpreter on at
-    nearly every line: the yield at each traced line is what lets two locked steps of
-    one method interleave with another call. A tracer that does not yield switches
-    at about 1 turn in 1,000 (the switch interval alone)."""
+    the lines (at 0.99 of the loop turns on an idle machine, benchmarks/race_yield.py):
+    the yield at each traced line is what lets two locked steps of one method
+    interleave with another call. A tracer that does not yield switches at about 1 turn
+    in 1,000 (the switch interval alone); the bound is 1 in 10."""
     log: list[int] = []
-    barrier = threading.Barrier(4)
+    line = races.StartLine(4)
 
     def racer() -> None:
-        barrier.wait()
+        line.wait()
         with races.preemptible([__file__]):
             _turns(2000, log)
 
     previous = sys.getswitchinterval()
     sys.setswitchinterval(races.RACE_SWITCH_INTERVAL)
+    races._race_starts()
     try:
         workers = [threading.Thread(target=racer) for _ in range(4)]
         for w in workers:
@@ -185,7 +188,44 @@ def test_racing_threads_switch_at_nearly_every_line_of_the_store() -> None:
     finally:
         sys.setswitchinterval(previous)
     switches = sum(a != b for a, b in itertools.pairwise(log))
-    assert switches > len(log) / 2, f"{switches} switches in {len(log)} turns"
+    assert switches > len(log) / 10, f"{switches} switches in {len(log)} turns"
+
+
+def test_a_race_on_a_busy_machine_yields_by_sleeping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sched_yield`` gives a busy machine's CPU to another process for a whole time
+    slice (12-17x the cost of ``sleep(0)`` a line with every CPU busy,
+    benchmarks/race_yield.py): after a slow one, before the race or during it, the
+    race sleeps instead; the next race looks again."""
+    yields: list[str] = []
+    taken = {"seconds": 0.0}  # how long another process keeps the CPU
+
+    def sched_yield() -> None:
+        yields.append("sched_yield")
+        until = time.perf_counter() + taken["seconds"]
+        while time.perf_counter() < until:
+            pass
+
+    monkeypatch.setattr(races, "_machine_busy", False)  # put back after the test
+    monkeypatch.setattr(races, "_sched_yield", sched_yield)
+    monkeypatch.setattr(races, "_sleep_zero", lambda: yields.append("sleep(0)"))
+    races._race_starts()
+    races._yield_to_others()
+    assert yields == ["sched_yield"] * 4  # three looks before the race, then the line's
+    yields.clear()
+    taken["seconds"] = 2 * races._SLOW_YIELD_IN_RACE
+    races._yield_to_others()
+    races._yield_to_others()
+    assert yields == ["sched_yield", "sleep(0)"]
+    taken["seconds"] = 0.0
+    races._race_starts()
+    assert not races._machine_busy
+    taken["seconds"] = 2 * races._SLOW_YIELD
+    races._race_starts()
+    assert races._machine_busy
+    taken["seconds"] = 0.0
+    monkeypatch.setattr(races, "_sched_yield", None)  # a platform without it
+    races._race_starts()
+    assert races._machine_busy
 
 
 def _at_the_start_line(line: races.StartLine, threads: int) -> list[str]:
