@@ -138,7 +138,7 @@ def check(
         async function, or a (async) generator that yields the store and tears it
         down after the ``yield``. Its parameters are filled by name from ``fixtures``;
         ``check`` itself supplies ``tmp_path`` (a new directory per clause, in
-        ``/dev/shm`` where it has room and no ``TMPDIR`` is set: see
+        ``/dev/shm`` where it is a tmpfs with room and no ``TMPDIR`` is set: see
         :func:`scratch_directory`) and the
         throwaway-database URLs ``storetest_postgres_url``, ``storetest_mysql_url``,
         ``storetest_mongodb_url``, ``storetest_redis_url`` and

@@ -194,8 +194,8 @@ def ram_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 @pytest.mark.usefixtures("no_temporary_directory_named")
 def test_tmp_path_is_made_in_ram_where_it_has_room(monkeypatch: pytest.MonkeyPatch, ram_directory: Path) -> None:
-    """A store's fsyncs cost nothing in RAM (the SQLite store's were a fifth of the
-    default check)."""
+    """A store's fsyncs cost nothing in RAM (the SQLite store's were about a quarter
+    of the default check)."""
     assert _tmp_path_parents() == {ram_directory}
     assert not any(ram_directory.iterdir())
     monkeypatch.setattr(runner, "RAM_DIRECTORY_MIN_FREE", 1 << 62)  # no room

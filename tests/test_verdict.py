@@ -193,7 +193,7 @@ def test_racing_threads_switch_at_the_lines_of_the_store() -> None:
 
 def test_a_race_on_a_busy_machine_yields_by_sleeping(monkeypatch: pytest.MonkeyPatch) -> None:
     """``sched_yield`` gives a busy machine's CPU to another process for a whole time
-    slice (12-17x the cost of ``sleep(0)`` a line with every CPU busy,
+    slice (11-17x the cost of ``sleep(0)`` a line with every CPU busy,
     benchmarks/race_yield.py): after a slow one, before the race or during it, the
     race sleeps instead; the next race looks again."""
     yields: list[str] = []
