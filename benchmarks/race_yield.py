@@ -1,7 +1,8 @@
 """What one traced line costs a race of plain calls, and how often the interpreter
 changes threads there, with each way a racing thread can yield at a line of the store's
 code: storetest's (``os.sched_yield()``, then ``time.sleep(0)`` for the rest of a race
-once a yield was slow), ``sched_yield`` alone, and ``sleep(0)`` alone (its way before).
+once eight of its yields, and a quarter of them, were slow), ``sched_yield`` alone, and
+``sleep(0)`` alone (its way before).
 
     python benchmarks/race_yield.py                  # idle, then with every CPU busy
     python benchmarks/race_yield.py --rounds 9 --lines 20000

@@ -43,13 +43,20 @@ _BARRIER_TIMEOUT: Final = 2.0
 
 #: A ``sched_yield`` longer than this, before a race, gave the CPU to another process.
 _SLOW_YIELD: Final = 200e-6
-#: During a race, one longer than this did: a racer's thread given the CPU yields it
-#: back at its next line, but another process keeps it for a time slice.
+#: During a race, one longer than this may have: a racer's thread given the CPU yields
+#: it back at its next line, but another process keeps it for a time slice.
 _SLOW_YIELD_IN_RACE: Final = 1e-3
+#: ... but one slow yield is no proof: on an idle machine, a race of many threads has
+#: some (its other racers ran meanwhile, or the host took the CPU). A race turns to
+#: ``sleep(0)`` once this many of its yields were slow, and at least a quarter of them.
+_SLOW_YIELDS_TO_TURN: Final = 8
 
 _sched_yield: Callable[[], None] | None = getattr(os, "sched_yield", None)
 # Decided as each race starts: whether other processes want the CPUs.
 _machine_busy = False
+# The current race's yields, and its slow ones (counts under the GIL: near enough).
+_yields = 0
+_slow_yields = 0
 
 
 def _sleep_zero() -> None:
@@ -64,22 +71,26 @@ def _yield_to_others() -> None:
     timer slack, about 50 µs, at every line, which was most of a race's cost. But while
     another process wants the CPU, ``sched_yield`` hands it that process's whole time
     slice, where a sleeper is woken at once: on a busy machine (seen as the race starts,
-    or in a yield that took a time slice) the race yields with ``sleep(0)``.
+    or in a quarter of its yields taking a time slice) the race yields with ``sleep(0)``.
     ``benchmarks/race_yield.py`` measures the ways, idle and loaded;
     ``scripts/race_rounds.py --yield sleep`` compares what one round catches with
     ``sleep(0)`` alone.
     """
-    global _machine_busy
+    global _machine_busy, _yields, _slow_yields
     if _machine_busy or _sched_yield is None:
         _sleep_zero()
-    elif _slow(_sched_yield, _SLOW_YIELD_IN_RACE):
-        _machine_busy = True
+        return
+    _yields += 1
+    if _slow(_sched_yield, _SLOW_YIELD_IN_RACE):
+        _slow_yields += 1
+        _machine_busy = _slow_yields >= _SLOW_YIELDS_TO_TURN and 4 * _slow_yields >= _yields
 
 
 def _race_starts() -> None:
     """Decide how this race yields. Before it starts no racer's thread is running, so a
     ``sched_yield`` that takes long gave the CPU to another process."""
-    global _machine_busy
+    global _machine_busy, _yields, _slow_yields
+    _yields = _slow_yields = 0
     _machine_busy = _sched_yield is None or any(_slow(_sched_yield, _SLOW_YIELD) for _ in range(3))
 
 

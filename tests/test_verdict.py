@@ -194,8 +194,10 @@ def test_racing_threads_switch_at_the_lines_of_the_store() -> None:
 def test_a_race_on_a_busy_machine_yields_by_sleeping(monkeypatch: pytest.MonkeyPatch) -> None:
     """``sched_yield`` gives a busy machine's CPU to another process for a whole time
     slice (11-17x the cost of ``sleep(0)`` a line with every CPU busy,
-    benchmarks/race_yield.py): after a slow one, before the race or during it, the
-    race sleeps instead; the next race looks again."""
+    benchmarks/race_yield.py): after a slow one before the race, or eight slow ones
+    and a quarter of its yields during it, the race sleeps instead; the next race
+    looks again. Fewer slow yields are what an idle machine gives a race of many
+    threads: they change nothing."""
     yields: list[str] = []
     taken = {"seconds": 0.0}  # how long another process keeps the CPU
 
@@ -211,11 +213,25 @@ def test_a_race_on_a_busy_machine_yields_by_sleeping(monkeypatch: pytest.MonkeyP
     races._race_starts()
     races._yield_to_others()
     assert yields == ["sched_yield"] * 4  # three looks before the race, then the line's
+    for _ in range(24):
+        races._yield_to_others()  # 25 quick yields in all
     yields.clear()
     taken["seconds"] = 2 * races._SLOW_YIELD_IN_RACE
+    for _ in range(races._SLOW_YIELDS_TO_TURN):
+        races._yield_to_others()  # 8 slow of 33: under a quarter
+    assert yields == ["sched_yield"] * races._SLOW_YIELDS_TO_TURN and not races._machine_busy
+    races._yield_to_others()  # 9 slow of 34: over a quarter
+    yields.clear()
     races._yield_to_others()
-    races._yield_to_others()
-    assert yields == ["sched_yield", "sleep(0)"]
+    assert yields == ["sleep(0)"]
+    taken["seconds"] = 0.0
+    races._race_starts()
+    assert not races._machine_busy
+    yields.clear()
+    taken["seconds"] = 2 * races._SLOW_YIELD_IN_RACE
+    for _ in range(races._SLOW_YIELDS_TO_TURN + 1):
+        races._yield_to_others()  # every yield of a new race slow: it turns at the eighth
+    assert yields == ["sched_yield"] * races._SLOW_YIELDS_TO_TURN + ["sleep(0)"]
     taken["seconds"] = 0.0
     races._race_starts()
     assert not races._machine_busy
