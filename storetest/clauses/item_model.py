@@ -98,4 +98,4 @@ def item_history_matches_model(t: Target) -> None:
             check.raise_if_any()
 
     settings = hypothesis_settings(t, scale=0.5, steps=t.profile.model_steps)
-    run_state_machine_as_test(seed(t.seed)(ItemModel), settings=settings)
+    run_state_machine_as_test(seed(t.seed)(ItemModel), settings=settings)  # type: ignore[no-untyped-call, unused-ignore]
