@@ -78,3 +78,22 @@ def test_the_ledger_counts_what_the_contract_forbids() -> None:
     assert figures["unexpected"] == 1
     assert figures["lost"] == 1  # a:4; a:3 may have gone with the unknown take
     assert figures["duplicated after OutcomeUnknown retries"] == 1
+
+
+def test_a_steer_of_unknown_outcome_may_land_after_later_ones() -> None:
+    """An add that raised OutcomeUnknown may land late: held in a stalled network, its
+    command reaches the server after its retry and the next add returned."""
+    from storetest.contract import OutcomeUnknown
+    from tests.faults.workload import SteerLedger
+
+    ledger = SteerLedger()
+    ledger.added("a:1", OutcomeUnknown("add_steer to session 'q' may or may not ...: x"))
+    ledger.added("a:1", None)  # the retry
+    ledger.added("a:2", None)
+    ledger.took(["a:1", "a:2", "a:1"], None)  # then the first attempt's command arrives
+    figures = ledger.verdict()
+    assert figures["reordered"] == 0 and figures["duplicated"] == 0 and figures["lost"] == 0
+    ledger.added("a:3", None)
+    ledger.added("a:4", None)
+    ledger.took(["a:4", "a:3"], None)  # acknowledged steers out of order still count
+    assert ledger.verdict()["reordered"] == 1
