@@ -204,9 +204,12 @@ def jsonl_control(tmp_path: Path) -> JsonlLogStore:
 _CLAUSE = "log_appends_survive_a_crash"
 
 BROKEN: list[BrokenStore] = [
+    # Only a cut inside the last line of a batch tears a line the repair can read, so
+    # the 24 kills of "fast" missed it on 1 seed in about 650 with two busy loops beside
+    # (and once in a CI run's 20); the 48 of "ci" needed 20 at most on 300 such seeds.
     BrokenStore("crash-lenient-torn-tail", "a torn last line repaired and read as an entry",
                 "partial-JSON parsers on the last line of a JSONL log", _CLAUSE, "came back changed",
-                lenient_tail_log, reopen=lenient_tail_log, racy=True),
+                lenient_tail_log, reopen=lenient_tail_log, racy=True, profile="ci"),
     BrokenStore("crash-skips-bad-lines", "bad lines skipped anywhere, torn tails never cut off",
                 "hand-written JSONL readers (try: json.loads except: continue)", _CLAUSE, "vanished",
                 skips_bad_lines_log, reopen=skips_bad_lines_log, racy=True),
