@@ -1,7 +1,8 @@
-"""What the harness adds to a plain store's call outside a race: the main thread waiting
-for the call's thread (``Watch.waited``, what clauses use) against the round trip
-through the event loop that every plain call made before (``asyncio.to_thread`` under
-``asyncio.timeout``, still what a racing call makes).
+"""What the harness adds to a plain store's call outside a race: the call made on the
+clause's own thread (``Clause.call`` under ``Watch.supervise``, what clauses use)
+against the round trip through the event loop to a pool thread and back
+(``asyncio.to_thread`` under ``asyncio.timeout``: what a racing call makes, and what
+every plain call made before clauses ran on their own thread).
 
     python benchmarks/plain_calls.py                 # 10 interleaved rounds
     python benchmarks/plain_calls.py --rounds 20 --calls 500
@@ -35,22 +36,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=300, help="pairs of calls per way and round")
     args = parser.parse_args(argv)
-    waits_here = _stops.Watch.waits_here
+    watch = _stops.Watch()
     with tempfile.TemporaryDirectory() as directory, SQLiteStore(Path(directory) / "calls.db") as store:
         loop = new_loop()
         handle = Handle(store, "factory", [])
-        per_call: dict[str, list[float]] = {"waited": [], "through the loop": [], "direct": []}
+        per_call: dict[str, list[float]] = {"clause's thread": [], "through the loop": [], "direct": []}
+
+        def calls(session: str) -> None:
+            for i in range(args.calls):
+                loop.run_until_complete(handle.call("add_steer", session, f"steer {i}"))
+                loop.run_until_complete(handle.call("messages", session))
 
         def through(way: str, session: str) -> None:
             if way == "direct":
                 for i in range(args.calls):
                     store.add_steer(session, f"steer {i}")
                     store.messages(session)
-                return
-            _stops.Watch.waits_here = waits_here if way == "waited" else (lambda self: False)  # type: ignore[method-assign]
-            for i in range(args.calls):
-                loop.run_until_complete(handle.call("add_steer", session, f"steer {i}"))
-                loop.run_until_complete(handle.call("messages", session))
+            elif way == "through the loop":
+                calls(session)  # no clause here: the call goes to a pool thread
+            else:
+                watch.supervise(lambda: calls(session))
 
         for round_ in range(args.rounds):
             ways = list(per_call) if round_ % 2 == 0 else list(reversed(per_call))
@@ -58,15 +63,14 @@ def main(argv: list[str] | None = None) -> int:
                 began = time.perf_counter()
                 through(way, f"{way}-{round_}")
                 per_call[way].append((time.perf_counter() - began) / (2 * args.calls) * 1000)
-        _stops.Watch.waits_here = waits_here  # type: ignore[method-assign]
         loop.close()
     medians = {way: statistics.median(ms) for way, ms in per_call.items()}
     print(f"{args.rounds} rounds of {args.calls} add_steer + messages pairs, load {os.getloadavg()[0]:.2f}")
     for way, ms in medians.items():
         print(f"  {way:17} {ms:.3f} ms per call (median of the rounds)")
-    overhead = {way: medians[way] - medians["direct"] for way in ("waited", "through the loop")}
-    print(f"  waited / through the loop: {medians['waited'] / medians['through the loop']:.2f} of the call, "
-          f"{overhead['waited'] / overhead['through the loop']:.2f} of what the harness adds")
+    here, loop_ = medians["clause's thread"], medians["through the loop"]
+    print(f"  clause's thread / through the loop: {here / loop_:.2f} of the call, "
+          f"{(here - medians['direct']) / (loop_ - medians['direct']):.2f} of what the harness adds")
     return 0
 
 

@@ -141,9 +141,11 @@ All three go through `storetest.check`, so they call factories the same way.
   any bound a reference store sets on its own calls; `check(call_timeout=)`,
   `storetest check --call-timeout`, `pytest --storetest-call-timeout`). A store call
   past it is a violation naming the call, the session and the seconds waited, and the
-  clause ends: an async call is cancelled and the teardown runs; a plain call's thread
-  cannot be killed, so it is abandoned (a daemon thread: the process can still exit)
-  and the clause's teardown skipped, and the report says both. A factory past it is the
+  clause ends: an async call is cancelled and the teardown runs; a plain call cannot be
+  stopped, so the clause's thread (each clause runs on one of its own, which makes its
+  plain calls) is abandoned in it (a daemon thread: the process can still exit) and
+  the clause's teardown skipped, and the report says both; should the call return, the
+  abandoned clause calls the store no more. A factory past it is the
   factory's `error` (a plain factory is stopped by an exception raised inside it, on the
   main thread when no other timer, such as pytest-timeout's, is set). The heartbeat
   names the calls in flight and for how long.

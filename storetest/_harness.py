@@ -166,9 +166,9 @@ class Handle:
         try:
             if self.is_async:
                 result = await self.watch.call(what, session, lambda: method(*args), thread=False)
-            elif not races.in_race() and self.watch.waits_here():
-                # Alone on the loop: wait for the thread here, without the loop's round trip.
-                result = self.watch.waited(what, session, lambda: method(*args))
+            elif not races.in_race() and (clause := _stops.clause_here()) is not None:
+                # Alone on the loop, on the clause's own thread: called right here.
+                result = clause.call(what, session, lambda: method(*args))
             else:
                 barrier = races.start_line()
                 racing = races.in_plain_race()

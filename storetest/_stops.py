@@ -1,11 +1,14 @@
 """How a run stops: a deadline on every call into the store and its factories, and Ctrl-C.
 
 A store call past the deadline ends its clause with a violation naming the call, the
-session and the seconds waited. An async call is cancelled. A plain call runs on a
-thread that nothing can kill: the thread is abandoned (a daemon, so the process can
-still exit) and the clause's teardown skipped, since the store may still be in use.
-A plain factory runs on the caller's thread; past the deadline an exception is raised
-inside it (a timer signal, in the main thread).
+session and the seconds waited. An async call is cancelled. A plain call cannot be
+stopped: the clause runs on a thread of its own (:meth:`Watch.supervise`), which makes
+its plain calls itself, with no hand-off to another thread, while the caller's thread
+watches the deadline. Past it the clause's thread is left behind, still in the call (a
+daemon, so the process can still exit), and the clause's teardown skipped, since the
+store may still be in use; should the call ever return, the thread raises :class:`Left`
+and unwinds without another call. A plain factory runs on the caller's thread; past
+the deadline an exception is raised inside it (a timer signal, in the main thread).
 
 Ctrl-C under :func:`storetest.check` sets a flag instead of raising KeyboardInterrupt
 wherever the main thread happens to be (raised inside the event loop, it left the loop
@@ -79,8 +82,69 @@ class Interrupt(BaseException):
     """Ctrl-C reached the clause in flight (raised at a safe point, never by the store)."""
 
 
-#: Seconds between looks at Ctrl-C while the main thread waits for a plain call.
+class Left(BaseException):
+    """Raised on the thread of a clause the run has left behind, once its stuck call
+    returns: the clause unwinds without calling the store again."""
+
+
+#: Seconds between the supervisor's looks at the clause's call in flight and at Ctrl-C.
 _POLL: Final = 0.1
+
+
+class Clause:
+    """One clause running on its own thread under :meth:`Watch.supervise`: the plain
+    call it is in, and whether the run has left it behind."""
+
+    __slots__ = ("ident", "in_call", "left", "watch")
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+        self.ident: int | None = None
+        self.left = False
+        #: The call in flight on the clause's thread: what, session, when it began, flight key.
+        self.in_call: tuple[str, str, float, int] | None = None
+
+    def call(self, what: str, session: str, fn: Callable[[], T]) -> T:
+        """``fn()`` (a plain call into the store, or a factory's plain code) right here
+        on the clause's thread; :meth:`Watch.supervise` keeps its deadline."""
+        if self.left:
+            raise Left
+        watch = self.watch
+        if watch.interrupted:
+            raise Interrupt
+        key = next(watch._ids)
+        began = time.monotonic()
+        watch._flying[key] = (what, began)
+        self.in_call = (what, session, began, key)
+        try:
+            # As asyncio.to_thread does: the store reads the caller's context, and what
+            # it sets there stays with the call.
+            return contextvars.copy_context().run(fn)
+        finally:
+            self.in_call = None
+            watch._flying.pop(key, None)
+            if self.left:
+                raise Left  # the run gave up on this call: its result goes nowhere
+
+    def leave(self) -> None:
+        self.left = True
+        call = self.in_call
+        if call is not None:
+            self.watch._flying.pop(call[3], None)
+
+
+_CLAUSE: contextvars.ContextVar[Clause | None] = contextvars.ContextVar("storetest_clause", default=None)
+
+
+def clause_here() -> Clause | None:
+    """The supervised clause whose own thread this is (not a race's threads)."""
+    clause = _CLAUSE.get()
+    return clause if clause is not None and clause.ident == threading.get_ident() else None
+
+
+def _left_behind() -> bool:
+    clause = _CLAUSE.get()
+    return clause is not None and clause.left
 
 
 class Watch:
@@ -121,6 +185,8 @@ class Watch:
 
     async def call(self, what: str, session: str, work: Callable[[], Awaitable[T]], *, thread: bool) -> T:
         """``await work()`` within the deadline; a plain call's thread is abandoned past it."""
+        if _left_behind():
+            raise Left
         if self.interrupted:
             raise Interrupt
         with self.flight(what):
@@ -135,43 +201,13 @@ class Watch:
                     self.abandoned.append(what)
                 raise StuckCall(what, session, self.timeout, "abandoned" if thread else "cancelled") from None
 
-    def waits_here(self) -> bool:
-        """Whether :meth:`waited` can run a plain call from the running loop (its thread
-        pool is ours)."""
-        return isinstance(getattr(asyncio.get_running_loop(), "_default_executor", None), DaemonPool)
-
-    def waited(self, what: str, session: str, fn: Callable[[], T]) -> T:
-        """``fn()`` (a plain store call) on one of the loop's threads, this thread
-        waiting for it within the deadline; past it, the thread is abandoned as with
-        :meth:`call`. Only for a call that nothing else on the loop runs beside: the
-        loop is blocked meanwhile, which spares the call its round trip through the
-        loop (nearly half of what the harness adds to a plain call, measured by
-        benchmarks/plain_calls.py).
-        Ctrl-C is seen within :data:`_POLL` seconds and raises :class:`Interrupt`, as
-        the cancelled call of :meth:`call` does."""
-        if self.interrupted:
-            raise Interrupt
-        pool: DaemonPool = asyncio.get_running_loop()._default_executor  # type: ignore[attr-defined]
-        context = contextvars.copy_context()  # as asyncio.to_thread does: the store may read it
-        with self.flight(what):
-            future: concurrent.futures.Future[T] = pool.submit(context.run, fn)
-            deadline = time.monotonic() + self.timeout
-            while True:
-                try:
-                    return future.result(timeout=max(0.0, min(_POLL, deadline - time.monotonic())))
-                except TimeoutError:
-                    if future.done():
-                        raise  # the store's own TimeoutError
-                if self.interrupted:
-                    raise Interrupt
-                if time.monotonic() >= deadline:
-                    self.abandoned.append(what)
-                    raise StuckCall(what, session, self.timeout, "abandoned") from None
-
     def plain(self, what: str, fn: Callable[[], T], *, making: bool = True) -> T:
         """``fn()`` (a factory's plain code) on this thread within the deadline: past it,
         a timer signal raises :class:`StuckCall` inside ``fn`` (in the main thread, when
         no other timer is set; otherwise it runs unbounded)."""
+        clause = clause_here()
+        if clause is not None:
+            return clause.call(what, "", fn)  # a factory inside a clause: supervise() keeps its deadline
         if (self._alarm or threading.current_thread() is not threading.main_thread()
                 or not hasattr(signal, "setitimer") or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
             # Off the main thread, or another timer is set (pytest-timeout's): never replaced.
@@ -217,7 +253,7 @@ class Watch:
             raise Interrupt
         task = loop.create_task(work)
         outer = self.current
-        self.current = task if interruptible else None
+        mine = self.current = task if interruptible else None
         try:
             return loop.run_until_complete(task)
         except asyncio.CancelledError:
@@ -225,7 +261,57 @@ class Watch:
                 raise Interrupt from None
             raise
         finally:
-            self.current = outer
+            if self.current is mine:  # not a clause left behind, unwinding while a later one runs
+                self.current = outer
+
+    def supervise(self, work: Callable[[], T]) -> T:
+        """``work()`` (one clause) on a thread of its own, this thread watching it.
+
+        The clause's plain calls run on its thread (:meth:`Clause.call`): a hand-off to
+        another thread and back cost more than the call itself against an embedded store
+        (benchmarks/plain_calls.py). Past the deadline of a call in flight, the clause's
+        thread is left behind and :class:`StuckCall` raised here; after Ctrl-C, the
+        clause ends at its next call or await, or is left behind past the deadline of
+        the call it is in (then :class:`Interrupt` here). What ``work`` raises is raised
+        here."""
+        clause = Clause(self)
+        outcome: list[tuple[bool, Any]] = []
+
+        def run() -> None:
+            clause.ident = threading.get_ident()
+            _CLAUSE.set(clause)
+            try:
+                outcome.append((True, work()))
+            except BaseException as exc:  # raised again on the supervising thread
+                outcome.append((False, exc))
+
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), name="storetest-clause",
+                                  daemon=True)
+        thread.start()
+        interrupted_at: float | None = None
+        while True:
+            thread.join(_POLL)
+            if not thread.is_alive():
+                break
+            now = time.monotonic()
+            if self.interrupted and interrupted_at is None:
+                interrupted_at = now
+            call = clause.in_call
+            if call is not None and now - call[2] >= self.timeout:
+                what, session = call[0], call[1]
+            elif interrupted_at is not None and now - interrupted_at >= self.timeout:
+                what, session = "the clause, still running after Ctrl-C", ""
+            else:
+                continue
+            clause.leave()
+            self.abandoned.append(what)
+            if self.interrupted:
+                raise Interrupt
+            raise StuckCall(what, session, self.timeout, "abandoned")
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
     # -- Ctrl-C -----------------------------------------------------------------------
 

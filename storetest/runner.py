@@ -34,7 +34,7 @@ from storetest._harness import (
     parameter_names,
 )
 from storetest.clauses import CLAUSES, Clause
-from storetest.clauses._support import hypothesis_home, shrink_budget, stopped_shrinking_early
+from storetest.clauses._support import hypothesis_home, reporting_to, shrink_budget, stopped_shrinking_early
 from storetest.failures import Violation, conformance_failures, describe_exception, store_frames
 from storetest.profiles import Profile, check_call_timeout, check_idle, profile_named
 from storetest.results import ClauseResult, Interrupted, Outcome, Progress, Report, not_claimed
@@ -171,8 +171,8 @@ def check(
     :param call_timeout: seconds one call into the store or a factory may take
         (default: the profile's, 60). A call past it is a violation naming the call, the
         session and the seconds waited, and its clause ends: an async call is
-        cancelled; a plain call's thread cannot be stopped, so it is abandoned and the
-        clause's teardown skipped; a plain factory is stopped by an exception raised
+        cancelled; a plain call cannot be stopped, so the clause's thread, still in it,
+        is abandoned and the clause's teardown skipped; a plain factory is stopped by an exception raised
         inside it (in the main thread). The heartbeat names the calls in flight.
     :raises Interrupted: Ctrl-C (SIGINT, in the main thread) stopped the run: the clause
         in flight is reported ``interrupted``, its teardown has run, and the exception's
@@ -475,8 +475,8 @@ def _run(
 def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseResult:
     reported: list[str] = []
     try:
-        with shrink_budget(t.profile.shrink_steps, t.profile.shrink_seconds, reported):
-            c.run(t)
+        with shrink_budget(t.profile.shrink_steps, t.profile.shrink_seconds):
+            t.watch.supervise(lambda: reporting_to(reported, lambda: c.run(t)))
     except _stops.Interrupt:
         return _interrupted(t, done)
     except _stops.StuckCall as stuck:

@@ -107,6 +107,133 @@ def test_a_plain_take_steers_that_never_returns_is_abandoned_and_its_teardown_sk
         store.release.set()
 
 
+class Noting(PlainStore):
+    """A plain store that works (take_steers too) and notes the thread of every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def save(self, session: str, messages: Any) -> None:
+        self.threads.append(threading.current_thread().name)
+        super().save(session, messages)
+
+    def messages(self, session: str) -> list[Any]:
+        self.threads.append(threading.current_thread().name)
+        return super().messages(session)
+
+
+def test_a_plain_stores_calls_outside_races_run_on_the_clauses_own_thread() -> None:
+    store = Noting()
+    report = storetest.check(lambda: store, clauses=["save_replaces_the_transcript"], seed=1)
+    assert report.ok, str(report)
+    # Not handed to a pool thread and back ("storetest-0"), nor run on the caller's thread,
+    # which watches the deadline and Ctrl-C.
+    assert len(store.threads) > 50 and set(store.threads) == {"storetest-clause"}, set(store.threads)
+
+
+class StuckOnce(PlainStore):
+    """take_steers sticks once (until released), then works; every call is noted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, float]] = []
+
+    def add_steer(self, session: str, text: str) -> None:
+        self.calls.append(("add_steer", time.monotonic()))
+        super().add_steer(session, text)
+
+    def take_steers(self, session: str) -> list[str]:
+        self.calls.append(("take_steers", time.monotonic()))
+        if len(self.stuck_since) == 0:
+            self.stuck_since.append(time.monotonic())
+            self.release.wait(3600)
+        return self.steers.pop(session, [])
+
+
+def test_a_clause_left_behind_makes_no_call_once_its_stuck_call_returns() -> None:
+    store = StuckOnce()
+    report = storetest.check(lambda: store, clauses=STEERS, call_timeout=DEADLINE, seed=1)
+    diagnosis = _judge(report, store.stuck_since, time.monotonic(), "take_steers")
+    assert "abandoned, still running" in diagnosis
+    left = [t for t in threading.enumerate() if t.name == "storetest-clause"]
+    assert left and all(t.daemon for t in left)
+    released = time.monotonic()
+    store.release.set()
+    for thread in left:
+        thread.join(10)
+    assert not any(t.is_alive() for t in left)  # it unwound
+    assert [name for name, at in store.calls if at >= released] == []  # and called nothing more on its way
+
+
+def test_a_clause_left_behind_that_unwinds_keeps_ctrl_c_aimed_at_the_clause_running_now() -> None:
+    from storetest import _stops
+
+    watch = _stops.Watch()
+    loops = [asyncio.new_event_loop(), asyncio.new_event_loop()]
+    outcomes: list[str] = []
+
+    def run(loop: asyncio.AbstractEventLoop, work: Any) -> None:
+        try:
+            watch.run(loop, work)
+            outcomes.append("returned")
+        except asyncio.CancelledError:
+            outcomes.append("cancelled")
+
+    # The left clause's run began first and ends while the later clause's is in flight.
+    left = threading.Thread(target=run, args=(loops[0], asyncio.sleep(0.3)), daemon=True)
+    left.start()
+    time.sleep(0.1)
+    later = threading.Thread(target=run, args=(loops[1], asyncio.Event().wait()), daemon=True)
+    later.start()
+    left.join(10)
+    assert outcomes == ["returned"]
+    assert watch.current is not None and not watch.current.done()  # still the later clause's task
+    loops[1].call_soon_threadsafe(watch._cancel)  # what Ctrl-C does
+    later.join(10)
+    assert outcomes == ["returned", "cancelled"]
+    for loop in loops:
+        loop.close()
+
+
+class SignalsItselfPlain(PlainStore):
+    """A plain store whose take_steers presses Ctrl-C, then takes ``seconds`` to return."""
+
+    seconds = 0.5
+
+    def take_steers(self, session: str) -> list[str]:
+        self.stuck_since.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+        self.release.wait(self.seconds)
+        return []
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+@pytest.mark.parametrize("seconds", [0.5, 3600])
+def test_ctrl_c_in_a_plain_call_waits_for_it_then_tears_down_or_leaves_it(seconds: float) -> None:
+    torn: list[str] = []
+    store = SignalsItselfPlain()
+    store.seconds = seconds
+
+    def factory() -> Iterator[PlainStore]:
+        yield store
+        torn.append("teardown")
+
+    try:
+        with pytest.raises(Interrupted) as stopped:
+            storetest.check(factory, clauses=STEERS, call_timeout=DEADLINE, seed=1)
+        ended = time.monotonic()
+    finally:
+        store.release.set()
+    (result,) = stopped.value.report.results
+    assert result.outcome == "interrupted", str(stopped.value.report)
+    assert "take_steers('st-" in result.diagnosis  # the call in flight
+    assert ended - store.stuck_since[0] < DEADLINE + SLACK
+    # A call that returns is waited for and the teardown runs; one past the deadline is
+    # left running, and the teardown skipped (the store may still be in use).
+    assert torn == (["teardown"] if seconds < DEADLINE else [])
+
+
 def _stuck_factory_report(factory: Any) -> tuple[storetest.Report, float]:
     began = time.monotonic()
     report = storetest.check(factory, clauses=QUICK, call_timeout=DEADLINE, seed=1)

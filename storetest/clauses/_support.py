@@ -19,7 +19,10 @@ from hypothesis.reporting import with_reporter
 from storetest._harness import Target
 from storetest.contract import Message
 
-__all__ = ["examples", "hypothesis_cache", "hypothesis_home", "hypothesis_settings", "shrink_budget", "texts"]
+__all__ = [
+    "examples", "hypothesis_cache", "hypothesis_home", "hypothesis_settings", "reporting_to", "shrink_budget",
+    "texts",
+]
 
 
 def hypothesis_settings(t: Target, *, scale: float = 1.0, steps: int | None = None) -> Settings:
@@ -56,10 +59,10 @@ def examples(
 
 
 @contextmanager
-def shrink_budget(steps: int, seconds: float, reported: list[str]) -> Iterator[None]:
+def shrink_budget(steps: int, seconds: float) -> Iterator[None]:
     """Let Hypothesis shrink a failure by ``steps`` successful shrinks, or for
     ``seconds``, whichever comes first (it then reports the smallest example found so
-    far), and collect what it would print into ``reported`` instead of printing it.
+    far).
 
     The step count keeps a replay exact (the same seed shrinks the same way); the
     seconds only stop a store so slow that the steps would take too long."""
@@ -69,12 +72,18 @@ def shrink_budget(steps: int, seconds: float, reported: list[str]) -> Iterator[N
     _engine.MAX_SHRINKS = steps
     _engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
     try:
-        with with_reporter(lambda text: reported.append(str(text))):
-            yield
+        yield
     finally:
         for name, value in previous.items():
             if value is not None:
                 setattr(_engine, name, value)
+
+
+def reporting_to(reported: list[str], work: Callable[[], None]) -> None:
+    """``work()``, with what Hypothesis would print collected into ``reported``
+    instead (its reporter is per thread: call this on the thread ``work`` runs on)."""
+    with with_reporter(lambda text: reported.append(str(text))):
+        work()
 
 
 def hypothesis_cache() -> Path:
