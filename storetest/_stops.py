@@ -116,11 +116,16 @@ class Clause:
         began = time.monotonic()
         watch._flying[key] = (what, began)
         self.in_call = (what, session, began, key)
+        # The store sees no event loop running, as on a thread of its own: a plain store
+        # over an async driver may call asyncio.run() inside.
+        loop = asyncio._get_running_loop()
+        asyncio._set_running_loop(None)
         try:
             # As asyncio.to_thread does: the store reads the caller's context, and what
             # it sets there stays with the call.
             return contextvars.copy_context().run(fn)
         finally:
+            asyncio._set_running_loop(loop)
             self.in_call = None
             watch._flying.pop(key, None)
             if self.left:
@@ -140,6 +145,17 @@ def clause_here() -> Clause | None:
     """The supervised clause whose own thread this is (not a race's threads)."""
     clause = _CLAUSE.get()
     return clause if clause is not None and clause.ident == threading.get_ident() else None
+
+
+def finish_now(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` to its end right here: a coroutine that waits for nothing (a plain
+    store's call on its clause's own thread)."""
+    try:
+        work.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    work.close()
+    raise RuntimeError("storetest: a coroutine run without the event loop waited for something")
 
 
 def _left_behind() -> bool:

@@ -132,6 +132,68 @@ def test_a_plain_stores_calls_outside_races_run_on_the_clauses_own_thread() -> N
     assert len(store.threads) > 50 and set(store.threads) == {"storetest-clause"}, set(store.threads)
 
 
+class SyncOverAsync:
+    """A plain store that drives async code with ``asyncio.run()`` in every method, as a
+    plain facade over an async driver does: inside a running event loop it would raise."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # racing calls run on threads, each asyncio.run() its own loop
+        self.data: dict[str, list[Any]] = {}
+        self.steers: dict[str, list[str]] = {}
+
+    async def _save(self, session: str, messages: Any) -> None:
+        with self.lock:
+            self.data[session] = list(messages)
+
+    async def _take(self, session: str) -> list[str]:
+        with self.lock:
+            return self.steers.pop(session, [])
+
+    def save(self, session: str, messages: Any) -> None:
+        asyncio.run(self._save(session, messages))
+
+    def messages(self, session: str) -> list[Any]:
+        return list(asyncio.run(asyncio.sleep(0, self.data.get(session, []))))
+
+    def add_steer(self, session: str, text: str) -> None:
+        with self.lock:
+            self.steers.setdefault(session, []).append(text)
+        asyncio.run(asyncio.sleep(0))
+
+    def take_steers(self, session: str) -> list[str]:
+        return asyncio.run(self._take(session))
+
+
+def test_a_plain_store_may_run_an_event_loop_of_its_own_in_every_call() -> None:
+    report = storetest.check(SyncOverAsync, seed=1, clauses=[
+        "save_replaces_the_transcript", "steers_are_taken_in_order_exactly_once",
+        "steers_are_taken_exactly_once_under_concurrency"])
+    assert report.ok, str(report)
+
+
+def test_a_call_on_the_clauses_thread_sees_no_event_loop_running() -> None:
+    from storetest import _stops
+
+    seen: list[object] = []
+
+    def store_call() -> str:
+        seen.append(asyncio._get_running_loop())
+        return asyncio.run(asyncio.sleep(0, "ran"))
+
+    async def clause() -> str:
+        here = _stops.clause_here()
+        assert here is not None
+        return here.call("save('s') on the factory's store", "s", store_call)
+
+    watch = _stops.Watch()
+    loop = asyncio.new_event_loop()
+    try:
+        assert watch.supervise(lambda: loop.run_until_complete(clause())) == "ran"
+    finally:
+        loop.close()
+    assert seen == [None]
+
+
 class StuckOnce(PlainStore):
     """take_steers sticks once (until released), then works; every call is noted."""
 
