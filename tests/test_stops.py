@@ -258,6 +258,38 @@ def test_a_clause_left_behind_that_unwinds_keeps_ctrl_c_aimed_at_the_clause_runn
         loop.close()
 
 
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_an_exception_raised_on_the_watching_thread_leaves_the_clause_and_skips_its_teardown() -> None:
+    class RunnerTimeout(BaseException):
+        """What a test runner's own timeout raises in the main thread (pytest-timeout's signal method)."""
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise RunnerTimeout("the test runner's timeout")
+
+    torn: list[str] = []
+    store = StuckOnce()
+
+    def factory() -> Iterator[PlainStore]:
+        yield store
+        torn.append("teardown")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)  # the store is stuck in take_steers by then
+    try:
+        report = storetest.check(factory, clauses=STEERS, seed=1)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        released = time.monotonic()
+        store.release.set()
+    (result,) = report.results
+    assert result.outcome == "failed" and "the test runner's timeout" in result.diagnosis, str(report)
+    assert torn == []  # the clause was still in the store
+    for thread in [t for t in threading.enumerate() if t.name == "storetest-clause"]:
+        thread.join(10)
+    assert [name for name, at in store.calls if at >= released] == []
+
+
 class SignalsItselfPlain(PlainStore):
     """A plain store whose take_steers presses Ctrl-C, then takes ``seconds`` to return."""
 
