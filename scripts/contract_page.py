@@ -147,7 +147,8 @@ All three go through `storetest.check`, so they call factories the same way.
   the clause's teardown skipped, and the report says both; should the call return, the
   abandoned clause calls the store no more. A factory past it is the
   factory's `error` (a plain factory is stopped by an exception raised inside it, on the
-  main thread when no other timer, such as pytest-timeout's, is set). The heartbeat
+  main thread when no other timer, such as pytest-timeout's, is set; one a clause opens
+  itself, a fresh handle or a reopen of the data, is abandoned as a plain call is). The heartbeat
   names the calls in flight and for how long.
 - **Ctrl-C.** Under `check()`, `storetest check` and pytest, the clause in flight is
   cancelled at a safe point and reported `interrupted`, never as an error of the store;

@@ -201,7 +201,7 @@ def _child(k: int, factory: tuple[str, str], fixtures: dict[str, Any], work: str
             made = _resolve(factory[1])(made)
         with open_target(clause, made, None, fixtures, profile, seed, nonce, tag) as t:
             barrier.wait(timeout=CHILD_TIMEOUT)
-            results.put((k, True, _resolve(work)(t, *args)))
+            results.put((k, True, t.supervised(lambda: _resolve(work)(t, *args))))
     except BaseException as exc:  # reported to the parent, whatever it was
         results.put((k, False, "".join(traceback.format_exception_only(exc)).strip()
                      + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])))

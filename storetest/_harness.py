@@ -273,6 +273,14 @@ class Target:
                 return _stops.finish_now(work)
         return self.watch.run(self.loop, work)
 
+    def supervised(self, work: Callable[[], T]) -> T:
+        """``work()`` (a clause's code) on a thread of its own under :meth:`Watch.supervise`
+        when every handle is plain; on this thread when one is async, as a store may be
+        bound to the thread its factory made it on."""
+        if any(h.is_async for h in self.handles()):
+            return work()
+        return self.watch.supervise(work)
+
     def new_session(self, label: str = "s") -> str:
         """A session id nobody has used: ``st-<nonce>-<clause tag><n>-<label>``."""
         return f"st-{self.nonce}-{self.tag}{next(self._counter)}-{label}"
@@ -334,10 +342,12 @@ def open_target(
     :raises FactoryError: a factory raised while opening or tearing down.
     :raises StoreShapeError: a factory returned something that is not a store.
     """
-    loop = new_loop()
     watch = _stops.current()
-    watch.loop = loop
-    watch.abandoned = []
+    nested = _stops.clause_here() is not None  # opened inside a clause (the crash clauses' reopen)
+    loop = new_loop()
+    outer_loop, watch.loop = watch.loop, loop
+    if not nested:
+        watch.abandoned = []  # a nested one shares its clause's: it is left with it
     closers: list[Any] = []
     errors: list[tuple[str, BaseException]] = []
     try:
@@ -367,7 +377,8 @@ def open_target(
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
-        watch.loop = None
+        if watch.loop is loop:  # not a left clause's, unwinding while a later one runs
+            watch.loop = outer_loop if nested else None
 
 
 def _teardown(loop: asyncio.AbstractEventLoop, closers: list[Any], watch: _stops.Watch) -> None:

@@ -104,13 +104,16 @@ class Clause:
         #: The call in flight on the clause's thread: what, session, when it began, flight key.
         self.in_call: tuple[str, str, float, int] | None = None
 
-    def call(self, what: str, session: str, fn: Callable[[], T]) -> T:
-        """``fn()`` (a plain call into the store, or a factory's plain code) right here
-        on the clause's thread; :meth:`Watch.supervise` keeps its deadline."""
+    def call(self, what: str, session: str, fn: Callable[[], T], *, store: bool = True,
+             interruptible: bool = True) -> T:
+        """``fn()`` right here on the clause's thread, :meth:`Watch.supervise` keeping
+        its deadline: a call into the store (``store``), or a factory's plain code, which
+        sees the clause's event loop running, as the factory of the clause's own store
+        did; a teardown (not ``interruptible``) runs after Ctrl-C too."""
         if self.left:
             raise Left
         watch = self.watch
-        if watch.interrupted:
+        if interruptible and watch.interrupted:
             raise Interrupt
         key = next(watch._ids)
         began = time.monotonic()
@@ -119,7 +122,8 @@ class Clause:
         # The store sees no event loop running, as on a thread of its own: a plain store
         # over an async driver may call asyncio.run() inside.
         loop = asyncio._get_running_loop()
-        asyncio._set_running_loop(None)
+        if store:
+            asyncio._set_running_loop(None)
         try:
             # As asyncio.to_thread does: the store reads the caller's context, and what
             # it sets there stays with the call.
@@ -131,7 +135,10 @@ class Clause:
             if self.left:
                 raise Left  # the run gave up on this call: its result goes nowhere
 
-    def leave(self) -> None:
+    def leave(self, why: str) -> None:
+        """Give the clause up (its teardown is skipped: ``why`` goes on the watch's
+        ``abandoned``)."""
+        self.watch.abandoned.append(why)
         self.left = True
         call = self.in_call
         if call is not None:
@@ -158,7 +165,8 @@ def finish_now(work: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError("storetest: a coroutine run without the event loop waited for something")
 
 
-def _left_behind() -> bool:
+def left_behind() -> bool:
+    """Whether this is the thread (or a task) of a clause the run has left behind."""
     clause = _CLAUSE.get()
     return clause is not None and clause.left
 
@@ -201,10 +209,11 @@ class Watch:
 
     async def call(self, what: str, session: str, work: Callable[[], Awaitable[T]], *, thread: bool) -> T:
         """``await work()`` within the deadline; a plain call's thread is abandoned past it."""
-        if _left_behind():
+        if left_behind():
             raise Left
         if self.interrupted:
             raise Interrupt
+        abandoned = self.abandoned  # this clause's, should a later one have begun by the deadline
         with self.flight(what):
             timeout = asyncio.timeout(self.timeout)
             try:
@@ -214,8 +223,16 @@ class Watch:
                 if not timeout.expired():
                     raise  # the store's own TimeoutError
                 if thread:
-                    self.abandoned.append(what)
+                    abandoned.append(what)
                 raise StuckCall(what, session, self.timeout, "abandoned" if thread else "cancelled") from None
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (a clause's idle time), ending at once on Ctrl-C (:class:`Interrupt`)."""
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0:
+            if self.interrupted:
+                raise Interrupt
+            time.sleep(min(_POLL, left))
 
     def plain(self, what: str, fn: Callable[[], T], *, making: bool = True) -> T:
         """``fn()`` (a factory's plain code) on this thread within the deadline: past it,
@@ -223,7 +240,8 @@ class Watch:
         no other timer is set; otherwise it runs unbounded)."""
         clause = clause_here()
         if clause is not None:
-            return clause.call(what, "", fn)  # a factory inside a clause: supervise() keeps its deadline
+            # A factory inside a clause (a fresh backend, a reopen): supervise() keeps its deadline.
+            return clause.call(what, "", fn, store=False, interruptible=making)
         if (self._alarm or threading.current_thread() is not threading.main_thread()
                 or not hasattr(signal, "setitimer") or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
             # Off the main thread, or another timer is set (pytest-timeout's): never replaced.
@@ -251,6 +269,8 @@ class Watch:
 
     async def step(self, what: str, work: Awaitable[T]) -> T:
         """An async factory step (making or tearing down) within the deadline."""
+        if left_behind():
+            raise Left
         with self.flight(what):
             timeout = asyncio.timeout(self.timeout)
             try:
@@ -264,6 +284,9 @@ class Watch:
     def run(self, loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, T], *, interruptible: bool = True) -> T:
         """``loop.run_until_complete(work)``; Ctrl-C cancels it (when ``interruptible``)
         and raises :class:`Interrupt` here."""
+        if left_behind():
+            work.close()
+            raise Left
         if interruptible and self.interrupted:
             work.close()
             raise Interrupt
@@ -316,8 +339,7 @@ class Watch:
             if not ended.is_set() and not clause.left:
                 # Raised here while watching (a test runner's own timeout): the clause
                 # may still be in the store, so it is left, and its teardown skipped.
-                clause.leave()
-                self.abandoned.append("the clause, still running when its run was stopped")
+                clause.leave("the clause, still running when its run was stopped")
             raise
         ok, value = outcome[0]
         if not ok:
@@ -339,8 +361,7 @@ class Watch:
                 what, session = "the clause, still running after Ctrl-C", ""
             else:
                 continue
-            clause.leave()
-            self.abandoned.append(what)
+            clause.leave(what)
             if self.interrupted:
                 raise Interrupt
             raise StuckCall(what, session, self.timeout, "abandoned")

@@ -172,8 +172,9 @@ def check(
         (default: the profile's, 60). A call past it is a violation naming the call, the
         session and the seconds waited, and its clause ends: an async call is
         cancelled; a plain call cannot be stopped, so the clause's thread, still in it,
-        is abandoned and the clause's teardown skipped; a plain factory is stopped by an exception raised
-        inside it (in the main thread). The heartbeat names the calls in flight.
+        is abandoned and the clause's teardown skipped; a plain factory is stopped by an
+        exception raised inside it (in the main thread; one a clause opens itself is
+        abandoned as a plain call is). The heartbeat names the calls in flight.
     :raises Interrupted: Ctrl-C (SIGINT, in the main thread) stopped the run: the clause
         in flight is reported ``interrupted``, its teardown has run, and the exception's
         ``report`` holds the verdicts so far. A second Ctrl-C exits at once (status 130).
@@ -476,11 +477,12 @@ def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseR
     reported: list[str] = []
     try:
         with shrink_budget(t.profile.shrink_steps, t.profile.shrink_seconds):
-            t.watch.supervise(lambda: reporting_to(reported, lambda: c.run(t)))
+            t.supervised(lambda: reporting_to(reported, lambda: c.run(t)))
     except _stops.Interrupt:
         return _interrupted(t, done)
     except _stops.StuckCall as stuck:
-        return _stuck(c, t, stuck, done)
+        # A call past its deadline once Ctrl-C came is the interruption's, not the store's.
+        return _interrupted(t, done) if t.watch.interrupted else _stuck(c, t, stuck, done)
     except ChildDied as exc:  # before the store was opened: no verdict about it
         return _interrupted(t, done) if t.watch.interrupted else done("error", str(exc))
     except BaseException as exc:

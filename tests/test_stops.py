@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import signal
+import sqlite3
 import sys
 import textwrap
 import threading
@@ -192,6 +194,156 @@ def test_a_call_on_the_clauses_thread_sees_no_event_loop_running() -> None:
     finally:
         loop.close()
     assert seen == [None]
+
+
+class ThreadBound:
+    """An async store over a ``sqlite3`` connection, which may be used only on the
+    thread that opened it: its factory's."""
+
+    def __init__(self) -> None:
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("CREATE TABLE t (session TEXT PRIMARY KEY, messages BLOB)")
+
+    async def save(self, session: str, messages: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO t VALUES (?, ?)", (session, pickle.dumps(list(messages))))
+
+    async def messages(self, session: str) -> list[Any]:
+        row = self.db.execute("SELECT messages FROM t WHERE session = ?", (session,)).fetchone()
+        return [] if row is None else list(pickle.loads(row[0]))
+
+
+def test_an_async_store_is_called_on_the_thread_its_factory_made_it_on() -> None:
+    def factory() -> Iterator[ThreadBound]:
+        store = ThreadBound()
+        yield store
+        store.db.close()
+
+    report = storetest.check(factory, clauses=["save_replaces_the_transcript"], seed=1)
+    assert report.ok, str(report)
+
+
+def _on_a_clause_thread(watch: Any, work: Any) -> Any:
+    """``await work()`` on a supervised clause's thread, its event loop running."""
+    loop = asyncio.new_event_loop()
+    try:
+        return watch.supervise(lambda: loop.run_until_complete(work()))
+    finally:
+        loop.close()
+
+
+def test_a_factory_opened_inside_a_clause_sees_the_clauses_event_loop() -> None:
+    from storetest import _stops
+
+    watch = _stops.Watch(5)
+
+    async def clause() -> bool:
+        # A plain factory of a fresh handle (storetest._backends), as a clause opens one.
+        return watch.plain("the handle 0", asyncio.get_running_loop) is asyncio.get_running_loop()
+
+    assert _on_a_clause_thread(watch, clause) is True
+
+
+def test_a_factory_opened_inside_a_clause_is_torn_down_after_ctrl_c() -> None:
+    from storetest import _harness, _stops
+
+    torn: list[str] = []
+
+    def factory() -> Iterator[object]:
+        yield object()
+        torn.append("teardown")
+
+    watch = _stops.Watch(5)
+
+    async def clause() -> None:
+        closers: list[Any] = []
+        await _harness.enter_factory("handle 0", factory, {}, closers)
+        watch.interrupted = True  # Ctrl-C came while the clause used the handle
+        for _, closer in closers:
+            await _harness.close_factory(closer)
+
+    with _stops.watching(watch):
+        _on_a_clause_thread(watch, clause)
+    assert torn == ["teardown"]
+
+
+def test_a_clause_left_inside_a_reopened_handle_leaves_the_next_clause_alone() -> None:
+    from storetest import _harness, _stops
+    from storetest.profiles import PROFILES
+
+    release = threading.Event()
+    torn: list[str] = []
+
+    class Stuck:
+        def save(self, session: str, messages: Any) -> None:
+            release.wait(30)
+
+        def messages(self, session: str) -> list[Any]:
+            return []
+
+    def reopen() -> Iterator[Stuck]:
+        yield Stuck()
+        torn.append("teardown")
+
+    watch = _stops.Watch(0.5)
+
+    def clause() -> None:  # what the crash clauses do: open the data anew, and call it
+        with _harness.open_target("c", reopen, None, {}, PROFILES["fast"], 0, "n") as handle:
+            handle.run(handle.store.save("s", []))
+
+    with _stops.watching(watch):
+        with pytest.raises(_stops.StuckCall):
+            watch.supervise(clause)
+        later_loop = watch.loop = asyncio.new_event_loop()  # the next clause has begun
+        watch.abandoned = []
+        release.set()
+        for thread in [t for t in threading.enumerate() if t.name == "storetest-clause"]:
+            thread.join(10)
+        assert watch.loop is later_loop and watch.abandoned == []
+        assert torn == []  # the left clause's handle: kept as it was, not torn down
+    later_loop.close()
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_a_clause_left_between_calls_opens_no_handle_afterwards() -> None:
+    from storetest import _harness, _stops
+    from storetest.profiles import PROFILES
+
+    class RunnerTimeout(BaseException):
+        pass
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise RunnerTimeout
+
+    proceed = threading.Event()
+    outcome: list[str] = []
+    watch = _stops.Watch(5)
+
+    def factory() -> MemoryStore:
+        outcome.append("factory called")
+        return MemoryStore()
+
+    def clause() -> None:
+        proceed.wait(10)  # busy elsewhere (drawing examples) when the runner gave up
+        try:
+            with _harness.open_target("c", factory, None, {}, PROFILES["fast"], 0, "n"):
+                outcome.append("opened")
+        except _stops.Left:
+            outcome.append("left")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        with _stops.watching(watch), pytest.raises(RunnerTimeout):
+            watch.supervise(clause)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    later_loop = watch.loop = asyncio.new_event_loop()  # the next clause has begun
+    proceed.set()
+    for thread in [t for t in threading.enumerate() if t.name == "storetest-clause"]:
+        thread.join(10)
+    assert outcome == ["left"] and watch.loop is later_loop
+    later_loop.close()
 
 
 class StuckOnce(PlainStore):

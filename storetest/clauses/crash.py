@@ -158,26 +158,34 @@ def crash_child(made: Callable[..., Any], fifo: str, kind: str, fixtures: dict[s
     ``limit_before`` (if given) limit file sizes to ``limit_offset`` bytes past the
     largest file under the data's directories. Never returns until killed."""
     fd = os.open(fifo, os.O_WRONLY)
+    # Past the file size limit (_limit_file_size) the kernel's SIGXFSZ kills the child, as a
+    # crash would; Python ignores it (a write only fails). Set here: only the main thread can.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     work = _KINDS[kind]
     n = first
     try:
         with open_target("crash", made, None, fixtures, PROFILES["fast"], 0, "crash") as t:
             record(fd, "R", n)
-            while True:
-                call = work.call(t.store, session, n)
-                if n == limit_before:
-                    _limit_file_size(fixtures, limit_offset)
-                record(fd, "B", n)
-                try:
-                    result = t.run(call)
-                except OutcomeUnknown as exc:
-                    record(fd, "U", n, steers=list(getattr(exc, "steers", []) or [])[:50])
-                    break
-                except Exception as exc:
-                    record(fd, "E", n, error=describe_exception(exc)[:600])
-                    break
-                record(fd, "A", n, **work.ack(n, result))
-                n += 1
+
+            def calls() -> None:
+                nonlocal n
+                while True:
+                    call = work.call(t.store, session, n)
+                    if n == limit_before:
+                        _limit_file_size(fixtures, limit_offset)
+                    record(fd, "B", n)
+                    try:
+                        result = t.run(call)
+                    except OutcomeUnknown as exc:
+                        record(fd, "U", n, steers=list(getattr(exc, "steers", []) or [])[:50])
+                        return
+                    except Exception as exc:
+                        record(fd, "E", n, error=describe_exception(exc)[:600])
+                        return
+                    record(fd, "A", n, **work.ack(n, result))
+                    n += 1
+
+            t.supervised(calls)  # made as a clause makes them, on a thread of its own
     except BaseException as exc:  # opening (or closing) the store failed: said to the parent
         cause = exc.error if isinstance(exc, FactoryError) else exc
         record(fd, "E", n, error=describe_exception(cause)[:600], opening=True)
@@ -197,7 +205,6 @@ def _limit_file_size(fixtures: dict[str, Any], offset: int) -> None:
                         continue
                     latest = max(latest, (st.st_mtime, st.st_size))
     largest = latest[1]
-    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it: then a write only fails
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
     resource.setrlimit(resource.RLIMIT_FSIZE, (largest + offset, hard))
