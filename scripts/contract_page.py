@@ -142,13 +142,14 @@ All three go through `storetest.check`, so they call factories the same way.
   `storetest check --call-timeout`, `pytest --storetest-call-timeout`). A store call
   past it is a violation naming the call, the session and the seconds waited, and the
   clause ends: an async call is cancelled and the teardown runs; a plain call cannot be
-  stopped, so the clause's thread (each clause runs on one of its own, which makes its
-  plain calls) is abandoned in it (a daemon thread: the process can still exit) and
-  the clause's teardown skipped, and the report says both; should the call return, the
-  abandoned clause calls the store no more. A factory past it is the
+  stopped, so the thread it runs on is abandoned in it (a daemon thread: the process can
+  still exit) and the clause's teardown skipped, and the report says both. For a plain
+  store that thread is the clause's own, which makes its calls: should the call return,
+  the abandoned clause calls the store no more. A factory past it is the
   factory's `error` (a plain factory is stopped by an exception raised inside it, on the
-  main thread when no other timer, such as pytest-timeout's, is set; one a clause opens
-  itself, a fresh handle or a reopen of the data, is abandoned as a plain call is). The heartbeat
+  main thread when no other timer, such as pytest-timeout's, is set; for a plain store,
+  one a clause opens itself, a fresh handle or a reopen of the data, is abandoned as a
+  plain call is). The heartbeat
   names the calls in flight and for how long.
 - **Ctrl-C.** Under `check()`, `storetest check` and pytest, the clause in flight is
   cancelled at a safe point and reported `interrupted`, never as an error of the store;

@@ -10,6 +10,7 @@ loop that made it); plain stores by threads. That difference lives here and in
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import itertools
 import os
@@ -299,6 +300,10 @@ class Target:
         return self.run(races.together(calls, threads=threads))
 
 
+#: Set inside :func:`open_target`: a target opened within one is a clause's own (nested).
+_OPENED: contextvars.ContextVar[bool] = contextvars.ContextVar("storetest_opened", default=False)
+
+
 def new_nonce() -> str:
     return os.urandom(3).hex()
 
@@ -343,11 +348,17 @@ def open_target(
     :raises StoreShapeError: a factory returned something that is not a store.
     """
     watch = _stops.current()
-    nested = _stops.clause_here() is not None  # opened inside a clause (the crash clauses' reopen)
+    if _stops.left_behind():
+        raise _stops.Left
+    nested = _OPENED.get()  # inside a clause's own target (the crash clauses reopen the data)
+    token = _OPENED.set(True)
     loop = new_loop()
     outer_loop, watch.loop = watch.loop, loop
     if not nested:
-        watch.abandoned = []  # a nested one shares its clause's: it is left with it
+        watch.abandoned = []
+    # This clause's (a nested target shares it, and is left with it), whatever list a
+    # later clause has by the time a clause left behind unwinds through here.
+    abandoned = watch.abandoned
     closers: list[Any] = []
     errors: list[tuple[str, BaseException]] = []
     try:
@@ -363,32 +374,36 @@ def open_target(
     except BaseException as exc:
         # Cleanup never replaces the error that is already on its way out.
         try:
-            _teardown(loop, closers, watch)
+            _teardown(loop, closers, watch, abandoned)
         except FactoryError as teardown:
             exc.add_note(f"and then: {teardown}")
         raise
     else:
-        _teardown(loop, closers, watch)
+        _teardown(loop, closers, watch, abandoned)
     finally:
-        if watch.abandoned:
+        if abandoned or _stops.left_behind():
             # A thread is still in the store: leave the loop and the factories as they are.
             watch.kept += [loop, closers]
         else:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
             loop.close()
-        if watch.loop is loop:  # not a left clause's, unwinding while a later one runs
-            watch.loop = outer_loop if nested else None
+        if not nested:
+            watch.loop = None
+        elif watch.loop is loop:  # not a left clause's, unwinding while a later one runs
+            watch.loop = outer_loop
+        _OPENED.reset(token)
 
 
-def _teardown(loop: asyncio.AbstractEventLoop, closers: list[Any], watch: _stops.Watch) -> None:
+def _teardown(loop: asyncio.AbstractEventLoop, closers: list[Any], watch: _stops.Watch,
+              abandoned: list[str]) -> None:
     """Tear the factories down, once no thread is in the store any more: after Ctrl-C
     a plain call may still be running (up to the deadline); one still in the store then
-    is abandoned, and so is the teardown."""
+    is abandoned (on the clause's ``abandoned``), and so is the teardown."""
     pool = loop._default_executor  # type: ignore[attr-defined]
-    if not watch.abandoned and isinstance(pool, _stops.DaemonPool) and not pool.wait_idle(watch.timeout):
-        watch.abandoned.append("a plain call still running when the clause ended")
-    if not watch.abandoned:
+    if not abandoned and isinstance(pool, _stops.DaemonPool) and not pool.wait_idle(watch.timeout):
+        abandoned.append("a plain call still running when the clause ended")
+    if not abandoned:
         _close_all(loop, closers)
 
 

@@ -2,13 +2,16 @@
 
 A store call past the deadline ends its clause with a violation naming the call, the
 session and the seconds waited. An async call is cancelled. A plain call cannot be
-stopped: the clause runs on a thread of its own (:meth:`Watch.supervise`), which makes
-its plain calls itself, with no hand-off to another thread, while the caller's thread
-watches the deadline. Past it the clause's thread is left behind, still in the call (a
-daemon, so the process can still exit), and the clause's teardown skipped, since the
-store may still be in use; should the call ever return, the thread raises :class:`Left`
-and unwinds without another call. A plain factory runs on the caller's thread; past
-the deadline an exception is raised inside it (a timer signal, in the main thread).
+stopped: a plain store's clause runs on a thread of its own (:meth:`Watch.supervise`),
+which makes its calls outside races itself, with no hand-off to another thread, while
+the caller's thread watches the deadline. Past it the clause's thread is left behind,
+still in the call (a daemon, so the process can still exit), and the clause's teardown
+skipped, since the store may still be in use; should the call ever return, the thread
+raises :class:`Left` and unwinds without another call. A racing call (and any plain
+call of a clause with an async handle) runs on a pool thread, abandoned the same way.
+A plain factory runs on the caller's thread; past the deadline an exception is raised
+inside it (a timer signal, in the main thread); one a clause opens on its own thread
+is left behind as a call is.
 
 Ctrl-C under :func:`storetest.check` sets a flag instead of raising KeyboardInterrupt
 wherever the main thread happens to be (raised inside the event loop, it left the loop
@@ -230,6 +233,8 @@ class Watch:
         """Wait ``seconds`` (a clause's idle time), ending at once on Ctrl-C (:class:`Interrupt`)."""
         until = time.monotonic() + seconds
         while (left := until - time.monotonic()) > 0:
+            if left_behind():
+                raise Left
             if self.interrupted:
                 raise Interrupt
             time.sleep(min(_POLL, left))

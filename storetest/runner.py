@@ -171,10 +171,11 @@ def check(
     :param call_timeout: seconds one call into the store or a factory may take
         (default: the profile's, 60). A call past it is a violation naming the call, the
         session and the seconds waited, and its clause ends: an async call is
-        cancelled; a plain call cannot be stopped, so the clause's thread, still in it,
-        is abandoned and the clause's teardown skipped; a plain factory is stopped by an
-        exception raised inside it (in the main thread; one a clause opens itself is
-        abandoned as a plain call is). The heartbeat names the calls in flight.
+        cancelled; a plain call cannot be stopped, so the thread it runs on (the clause's
+        own, for a plain store) is abandoned and the clause's teardown skipped; a plain
+        factory is stopped by an exception raised inside it (in the main thread; for a
+        plain store, one a clause opens itself is abandoned as a plain call is). The
+        heartbeat names the calls in flight.
     :raises Interrupted: Ctrl-C (SIGINT, in the main thread) stopped the run: the clause
         in flight is reported ``interrupted``, its teardown has run, and the exception's
         ``report`` holds the verdicts so far. A second Ctrl-C exits at once (status 130).

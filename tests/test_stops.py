@@ -280,9 +280,11 @@ def test_a_clause_left_inside_a_reopened_handle_leaves_the_next_clause_alone() -
         def messages(self, session: str) -> list[Any]:
             return []
 
-    def reopen() -> Iterator[Stuck]:
-        yield Stuck()
-        torn.append("teardown")
+    async def reopen() -> AsyncIterator[Stuck]:
+        try:
+            yield Stuck()
+        finally:  # run by a teardown, or by the shutdown of the loop it is on
+            torn.append("teardown")
 
     watch = _stops.Watch(0.5)
 
@@ -291,16 +293,16 @@ def test_a_clause_left_inside_a_reopened_handle_leaves_the_next_clause_alone() -
             handle.run(handle.store.save("s", []))
 
     with _stops.watching(watch):
-        with pytest.raises(_stops.StuckCall):
-            watch.supervise(clause)
-        later_loop = watch.loop = asyncio.new_event_loop()  # the next clause has begun
-        watch.abandoned = []
-        release.set()
-        for thread in [t for t in threading.enumerate() if t.name == "storetest-clause"]:
-            thread.join(10)
-        assert watch.loop is later_loop and watch.abandoned == []
-        assert torn == []  # the left clause's handle: kept as it was, not torn down
-    later_loop.close()
+        with _harness.open_target("c", MemoryStore, None, {}, PROFILES["fast"], 0, "n") as t, \
+                pytest.raises(_stops.StuckCall):
+            t.watch.supervise(clause)
+        with _harness.open_target("next", MemoryStore, None, {}, PROFILES["fast"], 0, "n"):
+            later_loop = watch.loop
+            release.set()  # the left clause unwinds while the next one runs
+            for thread in [t for t in threading.enumerate() if t.name == "storetest-clause"]:
+                thread.join(10)
+            assert watch.loop is later_loop and watch.abandoned == []
+    assert torn == []  # the left clause's handle: kept as it was, not torn down
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
