@@ -233,8 +233,6 @@ class Watch:
         """Wait ``seconds`` (a clause's idle time), ending at once on Ctrl-C (:class:`Interrupt`)."""
         until = time.monotonic() + seconds
         while (left := until - time.monotonic()) > 0:
-            if left_behind():
-                raise Left
             if self.interrupted:
                 raise Interrupt
             time.sleep(min(_POLL, left))

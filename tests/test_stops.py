@@ -590,6 +590,38 @@ def test_ctrl_c_under_check_reports_the_clause_interrupted_and_tears_it_down() -
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
 
 
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+@pytest.mark.parametrize("factory", [MemoryStore, Noting], ids=["async", "plain"])
+def test_ctrl_c_ends_the_idle_clauses_wait(factory: Any) -> None:
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))  # Ctrl-C while it waits
+    began = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(Interrupted) as stopped:
+            storetest.check(factory, clauses=["data_survives_idle"], idle=10, seed=1)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - began < 5  # not the 10 s of the wait
+    assert [r.outcome for r in stopped.value.report.results] == ["interrupted"]
+
+
+class StuckAfterCtrlC(MemoryStore):
+    """A call that reaches its deadline once Ctrl-C has come (a race's call, say)."""
+
+    async def take_steers(self, session: str) -> list[str]:
+        from storetest import _stops
+
+        _stops.current().interrupted = True
+        raise _stops.StuckCall(f"take_steers({session!r})", session, DEADLINE, "abandoned")
+
+
+def test_a_deadline_reached_after_ctrl_c_is_the_interruptions_not_the_stores() -> None:
+    with pytest.raises(Interrupted) as stopped:
+        storetest.check(StuckAfterCtrlC, clauses=STEERS, seed=1)
+    (result,) = stopped.value.report.results
+    assert result.outcome == "interrupted", str(stopped.value.report)
+
+
 def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path) -> None:
     import subprocess
 

@@ -39,7 +39,6 @@ from typing import Any, Final
 
 from storetest._crashing import START_TIMEOUT, Life, Zygote, record
 from storetest._harness import FactoryError, Handle, Target, open_target, parameter_names
-from storetest._stops import Left, left_behind
 from storetest.clauses._registry import clause
 from storetest.contract import Message, OutcomeUnknown, Text
 from storetest.diagnosis import describe_log, shorten
@@ -290,8 +289,6 @@ def _crash_clause(t: Target, fn: Callable[..., None], kind: str,
         zygote = Zygote.shared(spawn_reference(t.reopen, "reopen factory"))
         try:
             for k in range(t.profile.crash_kills):
-                if left_behind():
-                    raise Left  # given up by the run (a test runner's timeout): fork no more children
                 if time.monotonic() - started > t.profile.crash_seconds:
                     run.figures["stopped by the time bound"] = 1
                     break
