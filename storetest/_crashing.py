@@ -24,6 +24,7 @@ import os
 import select
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ class Life:
 
 
 _SHARED: dict[tuple[str, str], Zygote] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 class Zygote:
@@ -80,13 +82,17 @@ class Zygote:
         """The one zygote of this process for ``reference``, started on first use: a
         run of many crash clauses pays the interpreter start once. It ends with this
         process (a daemon)."""
-        zygote = _SHARED.get(reference)
-        if zygote is None or not zygote.process.is_alive():
-            zygote = _SHARED[reference] = cls(reference)
-        return zygote
+        with _SHARED_LOCK:
+            zygote = _SHARED.get(reference)
+            if zygote is None or not zygote.process.is_alive():
+                zygote = _SHARED[reference] = cls(reference)
+            return zygote
 
     def __init__(self, reference: tuple[str, str]) -> None:
         context = multiprocessing.get_context("spawn")
+        # One question and its answer at a time: a crash clause left in a call by a
+        # runner's timeout may still ask while the next test's crash clause does.
+        self._asking = threading.Lock()
         self.conn, theirs = context.Pipe()
         self.process = context.Process(target=_zygote, args=(theirs, reference), daemon=True,
                                        name="storetest-crash-zygote")
@@ -110,10 +116,14 @@ class Zygote:
         self.conn.close()
 
     def _ask(self, *message: Any) -> Any:
-        self.conn.send(message)
-        if not self.conn.poll(START_TIMEOUT):
-            raise RuntimeError("the crash clauses' helper process stopped answering")
-        return self.conn.recv()
+        with self._asking:
+            self.conn.send(message)
+            if not self.conn.poll(START_TIMEOUT):
+                # Its late answer must not reach the next question: the next crash
+                # clause starts a new zygote (shared() sees this one dead).
+                self.process.kill()
+                raise RuntimeError("the crash clauses' helper process stopped answering")
+            return self.conn.recv()
 
     @contextlib.contextmanager
     def child(self, work: str, args: tuple[Any, ...]) -> Iterator[_Child]:

@@ -89,3 +89,29 @@ def test_storetest_check_reopen(tmp_path: Path) -> None:
         skipped.stdout
     refused = _cli("stores.py:make", "--reopen", "stores.py:nameless", cwd=tmp_path)
     assert refused.returncode == 4 and "importable module" in refused.stderr, refused.stderr
+
+
+def test_threads_sharing_a_zygote_each_get_their_own_child() -> None:
+    """A crash clause left in a call by a runner's timeout can still fork while the next
+    test's crash clause uses the same zygote: each asks and is answered in turn."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storetest._crashing import Zygote
+
+    zygote = Zygote(("os:getcwd", ""))
+    try:
+        def lives(_: int) -> list[tuple[int, str]]:
+            seen = []
+            for _ in range(40):
+                # The child's work, os.getpid(made, fifo), raises: it exits with status 1.
+                with zygote.child("os:getpid", ()) as child:
+                    pass
+                seen.append((child.pid, child.life.death))
+            return seen
+
+        with ThreadPoolExecutor(4) as pool:
+            every = [life for lives_ in pool.map(lives, range(4)) for life in lives_]
+        assert len({pid for pid, _ in every}) == len(every) == 160
+        assert {death for _, death in every} <= {"SIGKILL", "exit status 1"}, every
+    finally:
+        zygote.close()
