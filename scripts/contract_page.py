@@ -149,7 +149,8 @@ All three go through `storetest.check`, so they call factories the same way.
   factory's `error` (a plain factory is stopped by an exception raised inside it, on the
   main thread when no other timer, such as pytest-timeout's, is set; for a plain store,
   one a clause opens itself, a fresh handle or a reopen of the data, is abandoned as a
-  plain call is). The heartbeat
+  plain call is). The child processes of the crash and process clauses keep the same
+  deadline on their calls. The heartbeat
   names the calls in flight and for how long.
 - **Ctrl-C.** Under `check()`, `storetest check` and pytest, the clause in flight is
   cancelled at a safe point and reported `interrupted`, never as an error of the store;

@@ -154,18 +154,20 @@ def run_in_processes(t: Target, workload: Callable[..., Any], arguments: Sequenc
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(len(arguments))
     results = context.Queue()
+    watch = _stops.current()
     children = [
         context.Process(target=_child, name=f"storetest-child-{k}", args=(
-            k, factory, dict(t.fixtures), work, args, t.clause, t.profile, t.seed, t.nonce, t.tag, barrier, results))
+            k, factory, dict(t.fixtures), work, args, t.clause, t.profile, t.seed, t.nonce, t.tag, watch.timeout,
+            barrier, results))
         for k, args in enumerate(arguments)
     ]
     for child in children:
         child.start()
     try:
         out: dict[int, Any] = {}
-        deadline = time.monotonic() + CHILD_TIMEOUT
+        waiting = max(CHILD_TIMEOUT, 2 * watch.timeout)  # a child's calls each have the run's deadline
+        deadline = time.monotonic() + waiting
         dead: dict[int, float] = {}  # children seen exited without an answer, and when
-        watch = _stops.current()
         while len(out) < len(children):
             if watch.interrupted:
                 raise _stops.Interrupt  # Ctrl-C stops the clause here too
@@ -174,7 +176,7 @@ def run_in_processes(t: Target, workload: Callable[..., Any], arguments: Sequenc
             except queue.Empty:
                 now = time.monotonic()
                 if now > deadline:
-                    raise RuntimeError(f"no answer from a child process within {CHILD_TIMEOUT:g} s") from None
+                    raise RuntimeError(f"no answer from a child process within {waiting:g} s") from None
                 for k, child in enumerate(children):
                     if k not in out and child.exitcode is not None:
                         # An answer is flushed before its child exits; allow a moment for it.
@@ -194,12 +196,14 @@ def run_in_processes(t: Target, workload: Callable[..., Any], arguments: Sequenc
 
 
 def _child(k: int, factory: tuple[str, str], fixtures: dict[str, Any], work: str, args: tuple[Any, ...],
-           clause: str, profile: Any, seed: int, nonce: str, tag: str, barrier: Any, results: Any) -> None:
+           clause: str, profile: Any, seed: int, nonce: str, tag: str, timeout: float, barrier: Any,
+           results: Any) -> None:
     try:
         made = _resolve(factory[0])
         if factory[1]:
             made = _resolve(factory[1])(made)
-        with open_target(clause, made, None, fixtures, profile, seed, nonce, tag) as t:
+        with _stops.watching(_stops.Watch(timeout), interrupts=False), \
+                open_target(clause, made, None, fixtures, profile, seed, nonce, tag) as t:
             barrier.wait(timeout=CHILD_TIMEOUT)
             results.put((k, True, t.supervised(lambda: _resolve(work)(t, *args))))
     except BaseException as exc:  # reported to the parent, whatever it was

@@ -34,7 +34,7 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Final, TypeVar
 
 from storetest import profiles
@@ -415,10 +415,12 @@ def current() -> Watch:
 
 
 @contextmanager
-def watching(watch: Watch) -> Iterator[Watch]:
+def watching(watch: Watch, interrupts: bool = True) -> Iterator[Watch]:
+    """``watch`` is the run's while the block runs; with ``interrupts``, Ctrl-C too.
+    A child process passes ``interrupts=False``: its parent hears Ctrl-C and stops it."""
     token = _CURRENT.set(watch)
     try:
-        with watch.catching_interrupts():
+        with watch.catching_interrupts() if interrupts else nullcontext():
             yield watch
     finally:
         _CURRENT.reset(token)

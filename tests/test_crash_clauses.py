@@ -7,11 +7,14 @@ tests/test_crash_log_stores.py."""
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,6 +69,29 @@ def test_a_passing_crash_clause_reports_its_kills() -> None:
     assert result.outcome == "passed", result.details
     assert result.diagnosis.startswith("24 kills in "), result.diagnosis
     assert "calls acknowledged" in result.diagnosis and "deaths by SIGKILL" in result.diagnosis
+
+
+class _HangsInChildren(JsonlLogStore):
+    """Correct here; in a child process every append hangs."""
+
+    def append(self, session: str, entries: Any) -> None:
+        if multiprocessing.parent_process() is not None:
+            time.sleep(60)
+        super().append(session, entries)
+
+
+def hangs_in_children(tmp_path: Path) -> JsonlLogStore:
+    return _HangsInChildren(tmp_path / "sessions")
+
+
+def test_a_call_in_the_child_has_the_runs_deadline() -> None:
+    """The killed children's calls have the run's deadline (here 1 s, not the default
+    60 s), and a call past it is reported as that call's, not as opening the data."""
+    (result,) = check(hangs_in_children, clauses=["log_appends_survive_a_crash"], reopen=hangs_in_children,
+                      seed=1, call_timeout=1).results
+    assert result.outcome == "failed", result
+    assert re.search(r"in the child process, call #\d+ raised StuckCall: append\(.* did not return within 1 s",
+                     result.details), result.details
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

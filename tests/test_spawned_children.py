@@ -3,10 +3,16 @@ reported at once, not the store's failure after the two-minute wait for an answe
 
 from __future__ import annotations
 
+import asyncio
 import json
+import multiprocessing
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from storetest import check, item_sessions
+from tests.item_histories import SQLiteItemSession
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,3 +36,28 @@ def test_a_child_that_cannot_start_is_an_error_not_the_stores_failure() -> None:
     assert result["outcome"] == "error", result
     assert "exited with code 1 before it started" in result["diagnosis"], result
     assert "__main__" in result["diagnosis"], result
+
+
+class _SlowInChildren(SQLiteItemSession):
+    """Correct, but each add in a child process takes 3 s."""
+
+    async def add_items(self, items: list[Any]) -> None:
+        if multiprocessing.parent_process() is not None:
+            await asyncio.sleep(3)
+        await super().add_items(items)
+
+
+def _slow_in_children(tmp_path: Path) -> Any:
+    return lambda session_id: _SlowInChildren(session_id, tmp_path / "items.db")
+
+
+slow_in_children_items = item_sessions(_slow_in_children)
+
+
+def test_a_child_process_keeps_the_runs_call_deadline() -> None:
+    """A child's calls have the deadline the run was given (here 1 s), not the default
+    60 s: a store that is slow only in another process is cut off where it would be here."""
+    (result,) = check(slow_in_children_items, clauses=["adds_from_processes_land_whole"], seed=1,
+                      call_timeout=1).results
+    assert result.outcome != "passed", result
+    assert "on the factory's store did not return within 1 s" in result.diagnosis, result

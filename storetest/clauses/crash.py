@@ -37,6 +37,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final
 
+from storetest import _stops
 from storetest._crashing import START_TIMEOUT, Life, Zygote, record
 from storetest._harness import FactoryError, Handle, Target, open_target, parameter_names
 from storetest.clauses._registry import clause
@@ -152,20 +153,24 @@ _KINDS: Final[dict[str, _Kind]] = {
 
 
 def crash_child(made: Callable[..., Any], fifo: str, kind: str, fixtures: dict[str, Any], session: str,
-                first: int, limit_before: int | None, limit_offset: int) -> None:
+                first: int, limit_before: int | None, limit_offset: int, timeout: float) -> None:
     """In a forked child: open the store with ``made`` (the reopen factory) and make
     call after call of ``kind`` from number ``first``, recording each; before call
     ``limit_before`` (if given) limit file sizes to ``limit_offset`` bytes past the
-    largest file under the data's directories. Never returns until killed."""
+    largest file under the data's directories; each call has the run's deadline,
+    ``timeout``. Never returns until killed."""
     fd = os.open(fifo, os.O_WRONLY)
     # Past the file size limit (_limit_file_size) the kernel's SIGXFSZ kills the child, as a
     # crash would; Python ignores it (a write only fails). Set here: only the main thread can.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     work = _KINDS[kind]
     n = first
+    opened = False
     try:
-        with open_target("crash", made, None, fixtures, PROFILES["fast"], 0, "crash") as t:
+        with _stops.watching(_stops.Watch(timeout), interrupts=False), \
+                open_target("crash", made, None, fixtures, PROFILES["fast"], 0, "crash") as t:
             record(fd, "R", n)
+            opened = True
 
             def calls() -> None:
                 nonlocal n
@@ -186,9 +191,9 @@ def crash_child(made: Callable[..., Any], fifo: str, kind: str, fixtures: dict[s
                     n += 1
 
             t.supervised(calls)  # made as a clause makes them, on a thread of its own
-    except BaseException as exc:  # opening (or closing) the store failed: said to the parent
+    except BaseException as exc:  # said to the parent: opening the store failed, or call n (a StuckCall)
         cause = exc.error if isinstance(exc, FactoryError) else exc
-        record(fd, "E", n, error=describe_exception(cause)[:600], opening=True)
+        record(fd, "E", n, error=describe_exception(cause)[:600], opening=not opened)
     time.sleep(START_TIMEOUT)  # and wait to be killed
 
 
@@ -245,7 +250,8 @@ class _Run:
         # last record ends (a torn last line is the classic state a crash leaves).
         offset = rng.randint(1, size) if rng.random() < 0.5 else size - rng.randint(1, max(1, size // 8))
         estimate = statistics.median(self.durations[-20:]) if self.durations else 0.01
-        args = (self.kind, self.locations, self.session, first, target if by_limit else None, offset)
+        args = (self.kind, self.locations, self.session, first, target if by_limit else None, offset,
+                _stops.current().timeout)
         with zygote.child(_WORK, args) as child:
             if child.wait_for("R", first, START_TIMEOUT) is not None:
                 begun = child.wait_for("B", target, 5 + 20 * estimate * (target - first + 1))
