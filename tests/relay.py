@@ -20,25 +20,33 @@ class Relay:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._accepting = self._start_accepting()
+
+    def _start_accepting(self) -> threading.Thread:
+        thread = threading.Thread(target=self._accept, daemon=True, name=f"relay-accept-{self.port}")
+        thread.start()
+        return thread
 
     def close(self) -> None:
+        """Stop accepting (the accepting thread ends); connections already made are left alone."""
         self._closed = True
-        self._listener.close()
+        self.refuse()
 
     def refuse(self) -> None:
         """Refuse new connections, as a stopped server's port does, until
         :meth:`accept_again` (connections already made are left alone)."""
         try:
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() under way (Linux)
+            # Wakes the accept() under way (Linux): close() alone leaves its thread blocked.
+            self._listener.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self._listener.close()
+        self._accepting.join(timeout=5)
 
     def accept_again(self) -> None:
         """Listen again, on the same port."""
         self._listener = socket.create_server(("127.0.0.1", self.port))
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._accepting = self._start_accepting()
 
     def _accept(self) -> None:
         while not self._closed:
