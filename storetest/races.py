@@ -200,14 +200,29 @@ def preemptible(roots: Sequence[str]) -> Iterator[None]:
         sys.settrace(previous)
 
 
+#: Races narrowing the switch interval now, and the interval before the first of them.
+#: A race left in a stuck call may still be inside when the next race begins: the
+#: interval is put back once the last one ends, to what it was before any began.
+_narrowing = 0
+_unnarrowed = 0.0
+_narrowing_lock = threading.Lock()
+
+
 @contextmanager
 def _narrow_switch_interval() -> Iterator[None]:
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(RACE_SWITCH_INTERVAL)
+    global _narrowing, _unnarrowed
+    with _narrowing_lock:
+        if _narrowing == 0:
+            _unnarrowed = sys.getswitchinterval()
+            sys.setswitchinterval(RACE_SWITCH_INTERVAL)
+        _narrowing += 1
     try:
         yield
     finally:
-        sys.setswitchinterval(previous)
+        with _narrowing_lock:
+            _narrowing -= 1
+            if _narrowing == 0:
+                sys.setswitchinterval(_unnarrowed)
 
 
 async def gather_all(work: Sequence[Awaitable[T]]) -> list[T]:

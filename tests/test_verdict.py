@@ -415,3 +415,18 @@ def test_a_store_exception_shows_the_store_frames_first_and_only() -> None:
     assert result.diagnosis.startswith("the store raised ConnectionResetError"), result.diagnosis
     assert "test_verdict.py" in result.details and "in _helper" in result.details, result.details
     assert "asyncio" not in result.details, result.details
+
+
+def test_overlapping_races_leave_the_switch_interval_as_they_found_it() -> None:
+    """A race left in a stuck call can still be inside when the next race begins: the
+    next keeps the narrow interval until it ends, and then the process has its own back."""
+    own = sys.getswitchinterval()
+    assert own != pytest.approx(races.RACE_SWITCH_INTERVAL)
+    left, later = races._narrow_switch_interval(), races._narrow_switch_interval()
+    left.__enter__()
+    later.__enter__()
+    left.__exit__(None, None, None)  # the left race's call returned meanwhile
+    narrow = pytest.approx(races.RACE_SWITCH_INTERVAL)
+    assert sys.getswitchinterval() == narrow, "the later race lost its narrow interval"
+    later.__exit__(None, None, None)
+    assert sys.getswitchinterval() == own, "the process kept the races' interval"
