@@ -165,7 +165,7 @@ def run_in_processes(t: Target, workload: Callable[..., Any], arguments: Sequenc
         child.start()
     try:
         out: dict[int, Any] = {}
-        waiting = max(CHILD_TIMEOUT, 2 * watch.timeout)  # a child's calls each have the run's deadline
+        waiting = _waiting(watch.timeout)
         deadline = time.monotonic() + waiting
         dead: dict[int, float] = {}  # children seen exited without an answer, and when
         while len(out) < len(children):
@@ -195,6 +195,12 @@ def run_in_processes(t: Target, workload: Callable[..., Any], arguments: Sequenc
                 child.join()
 
 
+def _waiting(call_timeout: float) -> float:
+    """How long the parent waits for its children, and they for each other: a child's
+    calls each have the run's deadline, which may be above :data:`CHILD_TIMEOUT`."""
+    return max(CHILD_TIMEOUT, 2 * call_timeout)
+
+
 def _child(k: int, factory: tuple[str, str], fixtures: dict[str, Any], work: str, args: tuple[Any, ...],
            clause: str, profile: Any, seed: int, nonce: str, tag: str, timeout: float, barrier: Any,
            results: Any) -> None:
@@ -204,7 +210,7 @@ def _child(k: int, factory: tuple[str, str], fixtures: dict[str, Any], work: str
             made = _resolve(factory[1])(made)
         with _stops.watching(_stops.Watch(timeout), interrupts=False), \
                 open_target(clause, made, None, fixtures, profile, seed, nonce, tag) as t:
-            barrier.wait(timeout=CHILD_TIMEOUT)
+            barrier.wait(timeout=_waiting(timeout))
             results.put((k, True, t.supervised(lambda: _resolve(work)(t, *args))))
     except BaseException as exc:  # reported to the parent, whatever it was
         results.put((k, False, "".join(traceback.format_exception_only(exc)).strip()

@@ -84,7 +84,7 @@ class Zygote:
         process (a daemon)."""
         with _SHARED_LOCK:
             zygote = _SHARED.get(reference)
-            if zygote is None or not zygote.process.is_alive():
+            if zygote is None or zygote.broken or not zygote.process.is_alive():
                 zygote = _SHARED[reference] = cls(reference)
             return zygote
 
@@ -93,6 +93,8 @@ class Zygote:
         # One question and its answer at a time: a crash clause left in a call by a
         # runner's timeout may still ask while the next test's crash clause does.
         self._asking = threading.Lock()
+        #: It stopped answering, or its pipe broke: killed, never asked again.
+        self.broken = False
         self.conn, theirs = context.Pipe()
         self.process = context.Process(target=_zygote, args=(theirs, reference), daemon=True,
                                        name="storetest-crash-zygote")
@@ -107,23 +109,30 @@ class Zygote:
             raise RuntimeError(f"the crash clauses' helper process could not import the reopen factory: {why}")
 
     def close(self) -> None:
-        with contextlib.suppress(OSError, EOFError, BrokenPipeError):
-            self.conn.send(("exit",))
-        self.process.join(timeout=10)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-        self.conn.close()
+        with self._asking:
+            with contextlib.suppress(OSError, EOFError):
+                self.conn.send(("exit",))
+            self.process.join(timeout=10)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
+            self.conn.close()
 
     def _ask(self, *message: Any) -> Any:
         with self._asking:
-            self.conn.send(message)
-            if not self.conn.poll(START_TIMEOUT):
-                # Its late answer must not reach the next question: the next crash
-                # clause starts a new zygote (shared() sees this one dead).
+            if not self.broken:
+                try:
+                    self.conn.send(message)
+                    if self.conn.poll(START_TIMEOUT):
+                        return self.conn.recv()
+                except (OSError, EOFError):
+                    pass
+                # A late answer must not reach a later question: the next crash clause
+                # starts a new zygote (shared() sees this one broken).
+                self.broken = True
                 self.process.kill()
-                raise RuntimeError("the crash clauses' helper process stopped answering")
-            return self.conn.recv()
+                self.process.join(timeout=10)
+            raise RuntimeError("the crash clauses' helper process stopped answering")
 
     @contextlib.contextmanager
     def child(self, work: str, args: tuple[Any, ...]) -> Iterator[_Child]:
@@ -135,17 +144,22 @@ class Zygote:
             read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
             # Ours, so the FIFO shows no end of file before the child has opened it.
             hold = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            pid = self._ask("fork", work, (fifo, *args))
-            child = _Child(pid, read)
             try:
-                yield child
+                pid = self._ask("fork", work, (fifo, *args))
+                child = _Child(pid, read)
+                try:
+                    yield child
+                finally:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    status = self._ask("reap", pid)
+                    child.life.death = _death(status)
+                    os.close(hold)
+                    hold = -1
+                    child.drain(until_eof=True)
             finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                status = self._ask("reap", pid)
-                child.life.death = _death(status)
-                os.close(hold)
-                child.drain(until_eof=True)
+                if hold >= 0:
+                    os.close(hold)
                 os.close(read)
 
 

@@ -23,7 +23,8 @@ class Relay:
         self._accepting = self._start_accepting()
 
     def _start_accepting(self) -> threading.Thread:
-        thread = threading.Thread(target=self._accept, daemon=True, name=f"relay-accept-{self.port}")
+        thread = threading.Thread(target=self._accept, args=(self._listener,), daemon=True,
+                                  name=f"relay-accept-{self.port}")
         thread.start()
         return thread
 
@@ -48,10 +49,10 @@ class Relay:
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._accepting = self._start_accepting()
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         while not self._closed:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return
             try:

@@ -13,13 +13,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reference_stores.jsonl_log import JsonlLogStore
-from storetest import check, run_conformance
+from storetest import OutcomeUnknown, check, run_conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 CRASH = ["saves_survive_a_crash", "steers_survive_a_crash", "log_appends_survive_a_crash", "items_survive_a_crash"]
@@ -94,6 +95,29 @@ def test_a_call_in_the_child_has_the_runs_deadline() -> None:
                      result.details), result.details
 
 
+class _UnknownInChildren(JsonlLogStore):
+    """In a child process, the first append's outcome is unknown (nothing written)."""
+
+    def append(self, session: str, entries: Any) -> None:
+        if multiprocessing.parent_process() is not None:
+            raise OutcomeUnknown("append: the connection was lost after the commit was sent")
+        super().append(session, entries)
+
+
+def closing_fails_in_children(tmp_path: Path) -> Iterator[JsonlLogStore]:
+    yield _UnknownInChildren(tmp_path / "sessions")
+    if multiprocessing.parent_process() is not None:
+        raise RuntimeError("the teardown failed")
+
+
+def test_a_childs_teardown_error_is_named_as_its_teardown() -> None:
+    (result,) = check(closing_fails_in_children, clauses=["log_appends_survive_a_crash"],
+                      reopen=closing_fails_in_children, seed=1).results
+    assert result.outcome == "failed", result
+    assert ("in the child process, closing the store (reopen's teardown) raised RuntimeError: the teardown failed"
+            in result.details), result.details
+
+
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "storetest.cli", "check", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
@@ -141,3 +165,29 @@ def test_threads_sharing_a_zygote_each_get_their_own_child() -> None:
         assert {death for _, death in every} <= {"SIGKILL", "exit status 1"}, every
     finally:
         zygote.close()
+
+
+def test_a_zygote_that_stops_answering_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zygote that does not answer in time is killed and never asked again (a late
+    answer would reach a later question); the next crash clause gets a new one, and the
+    child's pipe is closed."""
+    import os
+    import signal
+
+    from storetest import _crashing
+
+    reference = ("os:getcwd", "")
+    zygote = _crashing.Zygote.shared(reference)
+    os.kill(zygote.process.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+    monkeypatch.setattr(_crashing, "START_TIMEOUT", 0.5)
+    descriptors = len(os.listdir("/proc/self/fd"))
+    for _ in range(2):  # and asked again, the same error, not a broken pipe
+        with pytest.raises(RuntimeError, match="stopped answering"), zygote.child("os:getpid", ()):
+            pass
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+    monkeypatch.setattr(_crashing, "START_TIMEOUT", 120.0)
+    fresh = _crashing.Zygote.shared(reference)
+    assert fresh is not zygote
+    with fresh.child("os:getpid", ()) as child:
+        pass
+    assert child.life.death in ("SIGKILL", "exit status 1")

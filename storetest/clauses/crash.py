@@ -165,12 +165,12 @@ def crash_child(made: Callable[..., Any], fifo: str, kind: str, fixtures: dict[s
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     work = _KINDS[kind]
     n = first
-    opened = False
+    doing = "opening"  # then "calls", then "closing": what an error escaping here interrupted
     try:
         with _stops.watching(_stops.Watch(timeout), interrupts=False), \
                 open_target("crash", made, None, fixtures, PROFILES["fast"], 0, "crash") as t:
             record(fd, "R", n)
-            opened = True
+            doing = "calls"
 
             def calls() -> None:
                 nonlocal n
@@ -191,9 +191,10 @@ def crash_child(made: Callable[..., Any], fifo: str, kind: str, fixtures: dict[s
                     n += 1
 
             t.supervised(calls)  # made as a clause makes them, on a thread of its own
-    except BaseException as exc:  # said to the parent: opening the store failed, or call n (a StuckCall)
+            doing = "closing"
+    except BaseException as exc:  # said to the parent: opening or closing the store failed, or call n stuck
         cause = exc.error if isinstance(exc, FactoryError) else exc
-        record(fd, "E", n, error=describe_exception(cause)[:600], opening=not opened)
+        record(fd, "E", n, error=describe_exception(cause)[:600], doing=doing)
     time.sleep(START_TIMEOUT)  # and wait to be killed
 
 
@@ -274,6 +275,10 @@ class _Run:
         return life
 
 
+#: What a child was doing when an error it recorded outside a call came.
+_DOING: Final = {"opening": "opening the data with reopen", "closing": "closing the store (reopen's teardown)"}
+
+
 def _crash_clause(t: Target, fn: Callable[..., None], kind: str,
                   judge: Callable[[Check, _Run, Target, Life, int], None]) -> None:
     """Kill children of ``kind`` until the profile's bound; ``judge`` each life on a
@@ -301,8 +306,7 @@ def _crash_clause(t: Target, fn: Callable[..., None], kind: str,
                 life = run.life(zygote, rng)
                 t.tick()
                 for error in life.errors()[:1]:
-                    what = ("opening the data with reopen" if error.get("opening") else
-                            f"call #{error['n']}")
+                    what = _DOING.get(error.get("doing", ""), f"call #{error['n']}")
                     check.add(run.session, f"in the child process, {what} raised {error['error']} "
                               f"({f'after {k} kills' if k else 'before any kill'}; nothing else was running)")
                 try:
