@@ -184,7 +184,7 @@ def run_in_processes(t: Target, workload: Callable[..., Any], arguments: Sequenc
                             raise ChildDied(_DIED.format(k=k, code=child.exitcode)) from None
                 continue
             if not ok:
-                raise RuntimeError(f"child process {k} failed: {value}")
+                raise RuntimeError(value)
             out[k] = value
         return [out[k] for k in range(len(children))]
     finally:
@@ -212,6 +212,8 @@ def _child(k: int, factory: tuple[str, str], fixtures: dict[str, Any], work: str
                 open_target(clause, made, None, fixtures, profile, seed, nonce, tag) as t:
             barrier.wait(timeout=_waiting(timeout))
             results.put((k, True, t.supervised(lambda: _resolve(work)(t, *args))))
+    except _stops.StuckCall as exc:  # the store's call, named as in this process; where it hung is not ours
+        results.put((k, False, f"in child process {k}, {exc}"))
     except BaseException as exc:  # reported to the parent, whatever it was
-        results.put((k, False, "".join(traceback.format_exception_only(exc)).strip()
+        results.put((k, False, f"child process {k} failed: " + "".join(traceback.format_exception_only(exc)).strip()
                      + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:])))
