@@ -755,7 +755,7 @@ def _text(value: Any) -> str:
 
 async def redis_section(args: argparse.Namespace) -> str:
     """Both contenders on one redis-server of the run's own, AOF fsynced on every write."""
-    from storetest._databases import redis as redis_databases
+    from storetest._engine.servers import redis as redis_databases
 
     with tempfile.TemporaryDirectory(prefix="storetest-peers-redis-") as tmp:
         server = redis_databases.start_server(Path(tmp), config=REDIS_DURABILITY)

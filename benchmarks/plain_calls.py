@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from reference_stores.sqlite import SQLiteStore
-from storetest._harness import open_target
-from storetest.profiles import PROFILES
+from storetest._engine.harness import open_target
+from storetest._engine.profiles import PROFILES
 
 
 def main(argv: list[str] | None = None) -> int:

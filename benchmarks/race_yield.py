@@ -8,7 +8,7 @@ once eight of its yields, and a quarter of them, were slow), ``sched_yield`` alo
     python benchmarks/race_yield.py --rounds 9 --lines 20000
 
 Each round starts ``N`` threads together at the race's start line; each runs a loop of
-``--lines`` traced lines under ``storetest.races.preemptible`` at the race's switch
+``--lines`` traced lines under ``storetest._engine.races.preemptible`` at the race's switch
 interval, once with each yield, in rotating order. It prints, per thread count, the
 median microseconds per line of each yield, their ratios to ``sleep(0)``, and the share
 of loop turns after which another thread's came next (1.0: a switch at every turn).
@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from storetest import races
+from storetest._engine import races
 
 _WAYS: dict[str, Callable[[], object]] = {
     "storetest": races._yield_to_others,

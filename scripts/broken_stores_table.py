@@ -52,9 +52,12 @@ default's 24 missed it on about 1 seed in 650.
 def _from_tree(tree: Path) -> ModuleType:
     """``tests.broken_stores`` imported from ``tree``, with the ``storetest`` and
     ``reference_stores`` it uses: ``tree`` goes first on sys.path, ahead of the editable
-    install's path (a .pth entry), and every module is checked to come from there."""
+    install's path (a .pth entry), and every module is checked to come from there. A tree
+    of the src layout has its packages under ``src/``; an older tree, at its root."""
     tree = tree.resolve()
     sys.path.insert(0, str(tree))
+    if (tree / "src" / "storetest").is_dir():
+        sys.path.insert(0, str(tree / "src"))
     import reference_stores
     import storetest
     import tests.broken_stores

@@ -130,7 +130,9 @@ def _check_env(tree: Path, cache: Path) -> dict[str, str]:
     """A user's environment with nothing of storetest's set, the tree on PYTHONPATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STORETEST_")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # run 2 must find run 1's .pyc
-    env.update(PYTHONPATH=str(tree), XDG_CACHE_HOME=str(cache))
+    # A tree of the src layout has its packages under src/; an older tree, at its root.
+    packages = tree / "src" if (tree / "src" / "storetest").is_dir() else tree
+    env.update(PYTHONPATH=str(packages), XDG_CACHE_HOME=str(cache))
     return env
 
 

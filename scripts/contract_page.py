@@ -613,7 +613,7 @@ def render_lifecycle() -> list[str]:
 
 def render_clauses() -> list[str]:
     clauses = importlib.import_module("storetest.clauses")
-    harness = importlib.import_module("storetest._harness")
+    harness = importlib.import_module("storetest._engine.harness")
     by_topic: dict[str, list[Any]] = {}
     for c in clauses.CLAUSES:
         by_topic.setdefault(c.topic, []).append(c)
@@ -642,7 +642,7 @@ def render_clauses() -> list[str]:
 
 
 def render_capabilities() -> list[str]:
-    harness = importlib.import_module("storetest._harness")
+    harness = importlib.import_module("storetest._engine.harness")
     out = ["### Capabilities", "", "| capability | methods |", "|---|---|"]
     out += [f"| `{cap}` | {', '.join(f'`{m}`' for m in methods)} |" for cap, methods in harness.CAPABILITIES.items()]
     return [*out, ""]

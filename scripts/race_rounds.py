@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
                              "way, or time.sleep(0) alone (its way before sched_yield)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from storetest import races
-    from storetest.profiles import PROFILES
+    from storetest._engine import races
+    from storetest._engine.profiles import PROFILES
     from tests.broken_stores import fixtures_outside_pytest, registry, run_clause
 
     if args.switch_interval is not None:

@@ -14,7 +14,7 @@ from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.sessions import Session
 
 from storetest import adk_sessions, check
-from storetest.adk_binding import adk, event
+from storetest.bindings.adk import adk, event
 from storetest.clauses import CLAUSES
 from storetest.clauses.adk import stored_form
 from tests.adk_services import MemorySessionService
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_importing_storetest_and_its_clauses_imports_no_adk() -> None:
-    code = "import sys, storetest, storetest.clauses, storetest.adk_binding; print('google.adk' in sys.modules)"
+    code = "import sys, storetest, storetest.clauses, storetest.bindings.adk; print('google.adk' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False", done.stdout + done.stderr
 

@@ -170,7 +170,7 @@ def test_postgres_stores_refuse_a_bad_timeout() -> None:
 
 def _mysql_db(url: str) -> str:
     from reference_stores.mysql import SCHEMA
-    from storetest._databases.mysql import connect
+    from storetest._engine.servers.mysql import connect
 
     with closing(connect(url)) as conn, conn.cursor() as cur:
         for statement in SCHEMA:
@@ -186,7 +186,7 @@ def test_mysql_calls_end_within_the_connections_timeouts(storetest_mysql_url: st
     the bound + 1 s; then the same handles work (reconnecting)."""
     pytest.importorskip("pymysql")
     from reference_stores.mysql import MySQLStore
-    from storetest._databases.mysql import connect
+    from storetest._engine.servers.mysql import connect
 
     url = _mysql_db(storetest_mysql_url)
     proxy, proxied = _proxy_for(url)
@@ -263,7 +263,7 @@ def test_mysql_store_warns_about_a_connection_without_timeouts(storetest_mysql_u
     its first such connection, and once."""
     pytest.importorskip("pymysql")
     from reference_stores.mysql import MySQLStore, UnboundedCalls
-    from storetest._databases.mysql import connect
+    from storetest._engine.servers.mysql import connect
 
     url = _mysql_db(storetest_mysql_url)
     with closing(connect(url, read_timeout=None)) as conn:

@@ -23,8 +23,8 @@ from reference_stores.memory import MemoryStore
 from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
 from storetest import chat_histories, item_sessions
+from storetest._engine.profiles import PROFILES
 from storetest.clauses import CLAUSES
-from storetest.profiles import PROFILES
 from tests.adk_services import memory_adk
 from tests.broken_stores import (
     BrokenStore,

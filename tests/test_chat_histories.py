@@ -18,8 +18,8 @@ pytest.importorskip("langchain_core", reason="the langchain extra is in 'all'")
 from langchain_core.messages import HumanMessage, message_to_dict, messages_from_dict
 
 from storetest import chat_histories, check
-from storetest.chat_history_binding import NO_SESSION_IDS
-from storetest.chat_messages import chat_protocol, to_item, to_message
+from storetest.bindings._langchain_messages import chat_protocol, to_item, to_message
+from storetest.bindings.langchain import NO_SESSION_IDS
 from storetest.items import same_value
 from tests.broken_stores.chat_variants import MemoryChatHistory, SharedList, memory_chat
 

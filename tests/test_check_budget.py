@@ -71,7 +71,7 @@ def test_summary_line_is_the_checks_own(budget: ModuleType) -> None:
 
 
 def _copy_of_this_checkout(into: Path) -> Path:
-    for package in ("storetest", "reference_stores", "tests"):
+    for package in ("src", "tests"):
         shutil.copytree(ROOT / package, into / package, ignore=shutil.ignore_patterns("__pycache__"))
     return into
 

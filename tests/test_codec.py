@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storetest import CodecError, Message, decode_message, encode_message
+from storetest._engine.strategies import messages
 from storetest.codec import decode_trusted, decode_trusted_json, trusted_text_message
 from storetest.contract import ROLES, Text
-from storetest.strategies import messages
 
 
 @given(messages)

@@ -146,7 +146,7 @@ def test_threads_sharing_a_zygote_each_get_their_own_child() -> None:
     test's crash clause uses the same zygote: each asks and is answered in turn."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from storetest._crashing import Zygote
+    from storetest._engine.crashing import Zygote
 
     zygote = Zygote(("os:getcwd", ""))
     try:
@@ -174,19 +174,19 @@ def test_a_zygote_that_stops_answering_is_replaced(monkeypatch: pytest.MonkeyPat
     import os
     import signal
 
-    from storetest import _crashing
+    from storetest._engine import crashing
 
     reference = ("os:getcwd", "")
-    zygote = _crashing.Zygote.shared(reference)
+    zygote = crashing.Zygote.shared(reference)
     os.kill(zygote.process.pid, signal.SIGSTOP)  # type: ignore[arg-type]
-    monkeypatch.setattr(_crashing, "START_TIMEOUT", 0.5)
+    monkeypatch.setattr(crashing, "START_TIMEOUT", 0.5)
     descriptors = len(os.listdir("/proc/self/fd"))
     for _ in range(2):  # and asked again, the same error, not a broken pipe
         with pytest.raises(RuntimeError, match="stopped answering"), zygote.child("os:getpid", ()):
             pass
     assert len(os.listdir("/proc/self/fd")) == descriptors
-    monkeypatch.setattr(_crashing, "START_TIMEOUT", 120.0)
-    fresh = _crashing.Zygote.shared(reference)
+    monkeypatch.setattr(crashing, "START_TIMEOUT", 120.0)
+    fresh = crashing.Zygote.shared(reference)
     assert fresh is not zygote
     with fresh.child("os:getpid", ()) as child:
         pass

@@ -30,7 +30,7 @@ from reference_stores.jsonl_log import JsonlLogStore
 from reference_stores.sqlite import SQLiteStore
 from reference_stores.sqlite_log import SQLiteLogStore
 from storetest import check
-from storetest.profiles import PROFILES
+from storetest._engine.profiles import PROFILES
 
 KILLS = int(os.environ.get("STORETEST_LOG_KILLS", "60"))
 #: Kept for tests/test_crash_redis.py, which builds its entries from the same time.

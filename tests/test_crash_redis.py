@@ -56,8 +56,8 @@ from redis.backoff import NoBackoff  # noqa: E402
 
 from reference_stores.redis import RedisStore  # noqa: E402
 from reference_stores.redis_log import RedisLogStore  # noqa: E402
-from storetest._databases import required_backends  # noqa: E402
-from storetest._databases.redis import find_redis_server, start_server  # noqa: E402
+from storetest._engine.servers import required_backends  # noqa: E402
+from storetest._engine.servers.redis import find_redis_server, start_server  # noqa: E402
 from tests.test_crash_log_stores import T0  # noqa: E402
 
 KILLS = int(os.environ.get("STORETEST_REDIS_CRASH_KILLS", "25"))

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from storetest import _databases, databases
+from storetest import databases
+from storetest._engine import servers
 
 
 def test_throwaway_gives_a_fresh_database_and_removes_it() -> None:
@@ -57,7 +58,7 @@ def test_a_durable_throwaway_is_on_a_server_that_flushes_every_commit(backend: s
     """``durable=True`` is what a benchmark compares stores on: every setting that makes
     a commit wait for the disk is on, as the server itself reports it."""
     pytest.importorskip({"postgres": "asyncpg", "mysql": "pymysql"}[backend])
-    module = importlib.import_module(f"storetest._databases.{backend}")
+    module = importlib.import_module(f"storetest._engine.servers.{backend}")
     context, url = _throwaway_or_skip(backend, durable=True)
     try:
         assert databases.durability(backend, url) == module.DURABLE
@@ -70,10 +71,10 @@ def test_tests_keep_the_fast_server(backend: str, request: pytest.FixtureRequest
     """The test run's own server (a local one) skips the flushes: durability is not
     what the tests compare, and it costs them time."""
     pytest.importorskip({"postgres": "asyncpg", "mysql": "pymysql"}[backend])
-    if _databases.url_from_env(backend) is not None:
+    if servers.url_from_env(backend) is not None:
         pytest.skip(f"STORETEST_{backend.upper()}_URL names the server; its settings are its owner's")
     url = request.getfixturevalue(f"storetest_{backend}_url")
-    module = importlib.import_module(f"storetest._databases.{backend}")
+    module = importlib.import_module(f"storetest._engine.servers.{backend}")
     found = databases.durability(backend, url)
     assert all(found[name] != value for name, value in module.DURABLE.items()), found
 
@@ -85,7 +86,7 @@ def test_a_server_that_is_not_durable_is_refused_for_durable(
     """A named server that skips flushes is refused for ``durable=True``, naming the
     setting, rather than handed to a benchmark that would then time nothing durable."""
     pytest.importorskip({"postgres": "asyncpg", "mysql": "pymysql"}[backend])
-    if _databases.url_from_env(backend) is not None:
+    if servers.url_from_env(backend) is not None:
         pytest.skip(f"STORETEST_{backend.upper()}_URL names the server; its settings are its owner's")
     fast_url = request.getfixturevalue(f"storetest_{backend}_url")  # the run's fast server
     monkeypatch.setenv(f"STORETEST_{backend.upper()}_URL", fast_url)

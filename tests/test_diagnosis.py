@@ -7,7 +7,7 @@ from datetime import UTC
 import pytest
 
 from storetest import Attachment, Message
-from storetest.diagnosis import describe_id_merge, describe_steers, describe_text, describe_transcript
+from storetest._engine.diagnosis import describe_id_merge, describe_steers, describe_text, describe_transcript
 
 
 @pytest.mark.parametrize(
@@ -56,8 +56,8 @@ def test_entry_logs_name_the_corruption() -> None:
     """Each broken log store's damage gets its own words."""
     from datetime import datetime, timedelta, timezone
 
+    from storetest._engine.diagnosis import describe_log, describe_time
     from storetest.contract import Message
-    from storetest.diagnosis import describe_log, describe_time
     from storetest.entries import Entry
 
     t = datetime(2026, 3, 29, 1, 30, 0, 123456, timezone(timedelta(hours=2)))
@@ -87,7 +87,7 @@ def test_merged_ids_name_every_difference() -> None:
 
 
 def test_an_id_merged_with_itself_plus_a_key_suffix_names_the_key_layout() -> None:
-    from storetest.diagnosis import describe_id_merge
+    from storetest._engine.diagnosis import describe_id_merge
 
     said = describe_id_merge("x", "x:messages")
     assert "keys built as prefix:<id> and prefix:<id>:<kind> collide" in said, said
@@ -95,8 +95,8 @@ def test_an_id_merged_with_itself_plus_a_key_suffix_names_the_key_layout() -> No
 
 
 def test_redis_refusals_are_named_in_words() -> None:
-    from storetest.diagnosis import describe_backend_refusal
-    from storetest.failures import describe_exception
+    from storetest._engine.diagnosis import describe_backend_refusal
+    from storetest._engine.failures import describe_exception
 
     class ClusterCrossSlotError(Exception):
         pass

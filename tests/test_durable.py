@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from reference_stores.durable import BRANCH_KIND, DurableSession, Ephemeral, Event, Meta
 from reference_stores.jsonl_log import JsonlLogStore
 from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite_log import SQLiteLogStore
 from storetest.codec import encode_message
 from storetest.contract import Message, StoreError
-from storetest.durable import BRANCH_KIND, DurableSession, Ephemeral, Event, Meta
 from storetest.entries import Custom, Entry, SessionExists
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,7 +249,7 @@ _PROCESS = textwrap.dedent("""
     import asyncio, json, sys
     from storetest.codec import encode_message
     from storetest.contract import Message
-    from storetest.durable import DurableSession, Ephemeral, Meta
+    from reference_stores.durable import DurableSession, Ephemeral, Meta
 
     def open_store(kind, where):
         if kind == "jsonl":
@@ -293,7 +293,7 @@ def test_a_new_process_rebuilds_the_same_model_history(tmp_path: Path, kind: str
 @pytest.mark.parametrize(
     ("statement", "allowed"),
     [
-        ("import storetest.durable", set()),
+        ("import reference_stores.durable", set()),
         ("import reference_stores.jsonl_log", set()),
         ("import reference_stores.sqlite_log", {"sqlite3"}),
         ("import reference_stores.postgres_log", {"asyncpg"}),

@@ -16,9 +16,9 @@ import pytest
 
 from reference_stores.memory import MemoryStore
 from storetest import MAX_ID_BYTES, MAX_NAME_BYTES, Attachment, Message, ToolCall, ToolResult, check
-from storetest.diagnosis import describe_id_merge, describe_steers, describe_transcript, key_scheme_clash
+from storetest._engine.diagnosis import describe_id_merge, describe_steers, describe_transcript, key_scheme_clash
+from storetest._engine.strategies import filled
 from storetest.entries import Custom, Entry
-from storetest.strategies import filled
 from tests.broken_stores import registry, run_clause
 from tests.broken_stores.log_variants import RacyCreateLogStore
 from tests.broken_stores.memory_variants import ExpiringStore

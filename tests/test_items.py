@@ -14,9 +14,9 @@ from typing import Any, ClassVar
 import pytest
 
 from storetest import check
+from storetest._engine.item_diagnosis import describe_item, describe_item_id_merge, describe_limit
+from storetest.bindings.openai_agents import item_sessions, owned
 from storetest.clauses import CLAUSES
-from storetest.item_binding import item_sessions, owned
-from storetest.item_diagnosis import describe_item, describe_item_id_merge, describe_limit
 from storetest.items import first_difference, same_value
 from tests.item_histories import MemorySession, backend_for
 

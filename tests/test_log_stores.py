@@ -17,7 +17,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from reference_stores.memory_log import MemoryLogBackend, MemoryLogStore
-from storetest import check, strategies
+from storetest import check
+from storetest._engine import strategies
 from storetest.clauses import CLAUSES
 from storetest.contract import Message
 from storetest.entries import Entry, SessionExists

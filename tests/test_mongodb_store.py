@@ -33,8 +33,8 @@ from reference_stores.mongodb import (
     TRANSCRIPTS,
     MongoStore,
 )
-from storetest._databases import TestRun, Unavailable
-from storetest._databases import mongodb as provisioner
+from storetest._engine.servers import TestRun, Unavailable
+from storetest._engine.servers import mongodb as provisioner
 from storetest.codec import encode_message
 from storetest.contract import Attachment, Message, StoreError, Text, ToolCall, ToolResult
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from storetest import _databases
+from storetest._engine import servers
 from storetest.contract import Attachment, Message, OutcomeUnknown, StoreError, Text, ToolCall
 from tests.faults.proxy import MYSQL_COMMIT, CuttingProxy
 from tests.wire import RoundTrips
@@ -29,8 +29,8 @@ import pymysql
 
 from reference_stores import mysql as mysql_store
 from reference_stores.mysql import SCHEMA, MySQLStore
-from storetest._databases import mysql as provisioning
-from storetest._databases.mysql import connect
+from storetest._engine.servers import mysql as provisioning
+from storetest._engine.servers.mysql import connect
 
 pytest_plugins = ["pytester"]
 
@@ -646,7 +646,7 @@ def small_packet_db(storetest_mysql_url: str, tmp_path: Path) -> Iterator[str]:
     new connections. Otherwise (a server from STORETEST_MYSQL_URL, used by one process
     in CI) the run's server, set for the test and restored."""
     binaries = provisioning._local_binaries()
-    if binaries is not None and _databases.url_from_env("mysql") is None:
+    if binaries is not None and servers.url_from_env("mysql") is None:
         server = provisioning._start_local(tmp_path / "small", *binaries)
         try:
             _query(server.url, f"SET GLOBAL max_allowed_packet = {_SMALL_PACKET}")
@@ -655,7 +655,7 @@ def small_packet_db(storetest_mysql_url: str, tmp_path: Path) -> Iterator[str]:
             _apply_schema(url)
             yield url
         finally:
-            _databases._stop_process(server.pid, server.stop_signal)
+            servers._stop_process(server.pid, server.stop_signal)
             shutil.rmtree(server.directory, ignore_errors=True)
         return
     server_url = _server_url(storetest_mysql_url)
@@ -708,7 +708,7 @@ def test_an_env_url_gets_a_fresh_database_dropped_afterwards(
 ) -> None:
     server = _server_url(storetest_mysql_url)
     monkeypatch.setenv("STORETEST_MYSQL_URL", server)
-    provision = provisioning.provision(_databases.TestRun(tmp_path / "p", tmp_path / "s"))
+    provision = provisioning.provision(servers.TestRun(tmp_path / "p", tmp_path / "s"))
     url = next(provision)
     name = urlsplit(url).path.lstrip("/")
     assert name.startswith("storetest_")
@@ -733,8 +733,8 @@ def nothing_available(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("nothing_available")
 def test_with_nothing_available_the_message_names_the_three_ways(tmp_path: Path) -> None:
-    with pytest.raises(_databases.Unavailable) as info:
-        next(provisioning.provision(_databases.TestRun(tmp_path / "p", tmp_path / "s")))
+    with pytest.raises(servers.Unavailable) as info:
+        next(provisioning.provision(servers.TestRun(tmp_path / "p", tmp_path / "s")))
     message = str(info.value)
     assert "STORETEST_MYSQL_URL" in message
     assert "Docker engine" in message
@@ -742,7 +742,7 @@ def test_with_nothing_available_the_message_names_the_three_ways(tmp_path: Path)
 
 
 _INNER_CONFTEST = """
-import storetest._databases.mysql as provisioning
+import storetest._engine.servers.mysql as provisioning
 
 provisioning.docker_engine_answers = lambda: False
 provisioning._local_binaries = lambda: None

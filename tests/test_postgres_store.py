@@ -14,8 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from storetest import _databases
-from storetest._databases import postgres as provisioning
+from storetest._engine import servers
+from storetest._engine.servers import postgres as provisioning
 from storetest.contract import Message, OutcomeUnknown, StoreError, Text, ToolCall
 from tests.faults.proxy import POSTGRES_COMMIT, CuttingProxy
 from tests.wire import RoundTrips
@@ -690,7 +690,7 @@ def test_an_env_url_gets_a_fresh_database_dropped_afterwards(
     monkeypatch.setenv("STORETEST_POSTGRES_URL", storetest_postgres_url)
     monkeypatch.setattr(provisioning, "docker_engine_answers", _must_not_be_called)
     monkeypatch.setattr(provisioning, "find_bindir", _must_not_be_called)
-    run_dirs = _databases.TestRun(tmp_path / "private", tmp_path / "shared")
+    run_dirs = servers.TestRun(tmp_path / "private", tmp_path / "shared")
     gen = provisioning.provision(run_dirs)
     url = next(gen)
     name = urlsplit(url).path.lstrip("/")
@@ -715,8 +715,8 @@ def nothing_available(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.usefixtures("nothing_available")
 def test_with_nothing_available_the_message_names_the_three_ways(tmp_path: Path) -> None:
-    run_dirs = _databases.TestRun(tmp_path / "private", tmp_path / "shared")
-    with pytest.raises(_databases.Unavailable) as info:
+    run_dirs = servers.TestRun(tmp_path / "private", tmp_path / "shared")
+    with pytest.raises(servers.Unavailable) as info:
         next(provisioning.provision(run_dirs))
     message = str(info.value)
     assert "STORETEST_POSTGRES_URL" in message
@@ -725,7 +725,7 @@ def test_with_nothing_available_the_message_names_the_three_ways(tmp_path: Path)
 
 
 _INNER_CONFTEST = """
-import storetest._databases.postgres as provisioning
+import storetest._engine.servers.postgres as provisioning
 
 provisioning.docker_engine_answers = lambda: False
 provisioning.find_bindir = lambda: None

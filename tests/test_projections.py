@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reference_stores.memory_log import MemoryLogStore
-from storetest import strategies
+from storetest._engine import strategies
 from storetest.contract import Message
 from storetest.entries import KINDS, Compaction, Custom, Entry, SessionExists
 from storetest.projections import (

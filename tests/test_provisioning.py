@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storetest._databases import mysql, postgres
+from storetest._engine.servers import mysql, postgres
 
 pytest_plugins = ["pytester"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storetest._databases import mysql, postgres, redis, url_from_env
+from storetest._engine.servers import mysql, postgres, redis, url_from_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

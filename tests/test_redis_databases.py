@@ -15,8 +15,8 @@ import pytest
 import storetest
 from reference_stores.memory import MemoryBackend, MemoryStore
 from storetest import databases
-from storetest._databases import Unavailable
-from storetest._databases import redis as redis_databases
+from storetest._engine.servers import Unavailable
+from storetest._engine.servers import redis as redis_databases
 
 redis = pytest.importorskip("redis")
 from redis.cluster import RedisCluster  # noqa: E402

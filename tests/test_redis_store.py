@@ -23,8 +23,8 @@ from redis.retry import Retry  # noqa: E402
 
 from reference_stores.redis import RedisStore, session_key  # noqa: E402
 from storetest import StoreError  # noqa: E402
-from storetest._databases import LocalServer  # noqa: E402
-from storetest._databases import redis as redis_databases  # noqa: E402
+from storetest._engine.servers import LocalServer  # noqa: E402
+from storetest._engine.servers import redis as redis_databases  # noqa: E402
 from storetest.contract import Message  # noqa: E402
 from tests.test_incremental import Counted, conversation  # noqa: E402
 

@@ -4,7 +4,6 @@ saying in one line what the store does not claim."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import subprocess
@@ -223,37 +222,3 @@ def test_check_calls_log_replica_clauses_not_claimed_for_a_store_without_a_log()
     assert {n: o for n, o in outcomes.items() if n in LOGS} == dict.fromkeys(set(LOGS) & set(outcomes),
                                                                              "not claimed")
     assert outcomes["replicas_share_transcripts"] == "skipped"
-
-
-def _imports(path: Path) -> set[str]:
-    """Every storetest module ``path`` imports, at the top or inside a function."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("storetest"):
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names}
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("storetest")}
-    return found
-
-
-def test_no_module_of_storetest_imports_itself_in_a_circle() -> None:
-    package = ROOT / "storetest"
-    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-               for p in package.rglob("*.py")}
-    graph = {m: sorted(_imports(p) & set(modules) - {m}) for m, p in modules.items()}
-
-    def circle(start: str, at: str, path: list[str]) -> list[str] | None:
-        for nxt in graph[at]:
-            if nxt == start:
-                return [*path, nxt]
-            if nxt not in path and (found := circle(start, nxt, [*path, nxt])):
-                return found
-        return None
-
-    # The package's own __init__ re-exports lazily, and clauses/__init__ loads its topics: both are roots.
-    roots = {"storetest", "storetest.clauses"}
-    for module in ("storetest.runner", "storetest.report", "storetest.results", "storetest.plugin",
-                   "storetest.cli"):
-        found = circle(module, module, [module])
-        assert found is None or set(found) & roots, " -> ".join(found or [])

@@ -174,7 +174,7 @@ def test_a_plain_store_may_run_an_event_loop_of_its_own_in_every_call() -> None:
 
 
 def test_a_call_on_the_clauses_thread_sees_no_event_loop_running() -> None:
-    from storetest import _stops
+    from storetest._engine import stops
 
     seen: list[object] = []
 
@@ -183,11 +183,11 @@ def test_a_call_on_the_clauses_thread_sees_no_event_loop_running() -> None:
         return asyncio.run(asyncio.sleep(0, "ran"))
 
     async def clause() -> str:
-        here = _stops.clause_here()
+        here = stops.clause_here()
         assert here is not None
         return here.call("save('s') on the factory's store", "s", store_call)
 
-    watch = _stops.Watch()
+    watch = stops.Watch()
     loop = asyncio.new_event_loop()
     try:
         assert watch.supervise(lambda: loop.run_until_complete(clause())) == "ran"
@@ -232,19 +232,19 @@ def _on_a_clause_thread(watch: Any, work: Any) -> Any:
 
 
 def test_a_factory_opened_inside_a_clause_sees_the_clauses_event_loop() -> None:
-    from storetest import _stops
+    from storetest._engine import stops
 
-    watch = _stops.Watch(5)
+    watch = stops.Watch(5)
 
     async def clause() -> bool:
-        # A plain factory of a fresh handle (storetest._backends), as a clause opens one.
+        # A plain factory of a fresh handle (storetest._engine.backends), as a clause opens one.
         return watch.plain("the handle 0", asyncio.get_running_loop) is asyncio.get_running_loop()
 
     assert _on_a_clause_thread(watch, clause) is True
 
 
 def test_a_factory_opened_inside_a_clause_is_torn_down_after_ctrl_c() -> None:
-    from storetest import _harness, _stops
+    from storetest._engine import harness, stops
 
     torn: list[str] = []
 
@@ -252,23 +252,23 @@ def test_a_factory_opened_inside_a_clause_is_torn_down_after_ctrl_c() -> None:
         yield object()
         torn.append("teardown")
 
-    watch = _stops.Watch(5)
+    watch = stops.Watch(5)
 
     async def clause() -> None:
         closers: list[Any] = []
-        await _harness.enter_factory("handle 0", factory, {}, closers)
+        await harness.enter_factory("handle 0", factory, {}, closers)
         watch.interrupted = True  # Ctrl-C came while the clause used the handle
         for _, closer in closers:
-            await _harness.close_factory(closer)
+            await harness.close_factory(closer)
 
-    with _stops.watching(watch):
+    with stops.watching(watch):
         _on_a_clause_thread(watch, clause)
     assert torn == ["teardown"]
 
 
 def test_a_clause_left_inside_a_reopened_handle_leaves_the_next_clause_alone() -> None:
-    from storetest import _harness, _stops
-    from storetest.profiles import PROFILES
+    from storetest._engine import harness, stops
+    from storetest._engine.profiles import PROFILES
 
     release = threading.Event()
     torn: list[str] = []
@@ -286,17 +286,17 @@ def test_a_clause_left_inside_a_reopened_handle_leaves_the_next_clause_alone() -
         finally:  # run by a teardown, or by the shutdown of the loop it is on
             torn.append("teardown")
 
-    watch = _stops.Watch(0.5)
+    watch = stops.Watch(0.5)
 
     def clause() -> None:  # what the crash clauses do: open the data anew, and call it
-        with _harness.open_target("c", reopen, None, {}, PROFILES["fast"], 0, "n") as handle:
+        with harness.open_target("c", reopen, None, {}, PROFILES["fast"], 0, "n") as handle:
             handle.run(handle.store.save("s", []))
 
-    with _stops.watching(watch):
-        with _harness.open_target("c", MemoryStore, None, {}, PROFILES["fast"], 0, "n") as t, \
-                pytest.raises(_stops.StuckCall):
+    with stops.watching(watch):
+        with harness.open_target("c", MemoryStore, None, {}, PROFILES["fast"], 0, "n") as t, \
+                pytest.raises(stops.StuckCall):
             t.watch.supervise(clause)
-        with _harness.open_target("next", MemoryStore, None, {}, PROFILES["fast"], 0, "n"):
+        with harness.open_target("next", MemoryStore, None, {}, PROFILES["fast"], 0, "n"):
             later_loop = watch.loop
             release.set()  # the left clause unwinds while the next one runs
             for thread in [t for t in threading.enumerate() if t.name == "storetest-clause"]:
@@ -307,8 +307,8 @@ def test_a_clause_left_inside_a_reopened_handle_leaves_the_next_clause_alone() -
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
 def test_a_clause_left_between_calls_opens_no_handle_afterwards() -> None:
-    from storetest import _harness, _stops
-    from storetest.profiles import PROFILES
+    from storetest._engine import harness, stops
+    from storetest._engine.profiles import PROFILES
 
     class RunnerTimeout(BaseException):
         pass
@@ -318,7 +318,7 @@ def test_a_clause_left_between_calls_opens_no_handle_afterwards() -> None:
 
     proceed = threading.Event()
     outcome: list[str] = []
-    watch = _stops.Watch(5)
+    watch = stops.Watch(5)
 
     def factory() -> MemoryStore:
         outcome.append("factory called")
@@ -327,15 +327,15 @@ def test_a_clause_left_between_calls_opens_no_handle_afterwards() -> None:
     def clause() -> None:
         proceed.wait(10)  # busy elsewhere (drawing examples) when the runner gave up
         try:
-            with _harness.open_target("c", factory, None, {}, PROFILES["fast"], 0, "n"):
+            with harness.open_target("c", factory, None, {}, PROFILES["fast"], 0, "n"):
                 outcome.append("opened")
-        except _stops.Left:
+        except stops.Left:
             outcome.append("left")
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, 0.2)
     try:
-        with _stops.watching(watch), pytest.raises(RunnerTimeout):
+        with stops.watching(watch), pytest.raises(RunnerTimeout):
             watch.supervise(clause)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -383,9 +383,9 @@ def test_a_clause_left_behind_makes_no_call_once_its_stuck_call_returns() -> Non
 
 
 def test_a_clause_left_behind_that_unwinds_keeps_ctrl_c_aimed_at_the_clause_running_now() -> None:
-    from storetest import _stops
+    from storetest._engine import stops
 
-    watch = _stops.Watch()
+    watch = stops.Watch()
     loops = [asyncio.new_event_loop(), asyncio.new_event_loop()]
     outcomes: list[str] = []
 
@@ -537,7 +537,7 @@ def test_the_heartbeat_names_the_call_in_flight() -> None:
 
 
 def test_the_deadline_is_the_profiles_and_refuses_nonsense() -> None:
-    from storetest.profiles import PROFILES
+    from storetest._engine.profiles import PROFILES
 
     assert {p.call_timeout for p in PROFILES.values()} == {60.0}
     # Above every bound a reference store sets on its own calls (PostgresStore's timeout=30).
@@ -609,10 +609,10 @@ class StuckAfterCtrlC(MemoryStore):
     """A call that reaches its deadline once Ctrl-C has come (a race's call, say)."""
 
     async def take_steers(self, session: str) -> list[str]:
-        from storetest import _stops
+        from storetest._engine import stops
 
-        _stops.current().interrupted = True
-        raise _stops.StuckCall(f"take_steers({session!r})", session, DEADLINE, "abandoned")
+        stops.current().interrupted = True
+        raise stops.StuckCall(f"take_steers({session!r})", session, DEADLINE, "abandoned")
 
 
 def test_a_deadline_reached_after_ctrl_c_is_the_interruptions_not_the_stores() -> None:

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from reference_stores.memory import MemoryBackend, MemoryStore
-from storetest import Message, check, check_session_id, races
-from storetest._harness import Handle
+from storetest import Message, check, check_session_id
+from storetest._engine import races
+from storetest._engine.harness import Handle
+from storetest._engine.profiles import PROFILES, Profile
 from storetest.clauses import CLAUSES
-from storetest.profiles import PROFILES, Profile
 from tests.broken_stores.memory_variants import PlainMemoryStore
 
 #: Races of transcript and steer clauses (the log clauses' races: tests/test_log_stores.py).

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from storetest import chat_histories, owned
-from storetest.chat_history_binding import NO_SESSION_IDS, NOT_IN_THE_PROTOCOL
+from storetest.bindings.langchain import NO_SESSION_IDS, NOT_IN_THE_PROTOCOL
 from tests.ecosystem.common import Contender, Defect
 
 TITLE = "LangChain (`langchain-core`, `langchain-community`, `langchain-postgres`)"

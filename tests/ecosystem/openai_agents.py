@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from storetest import item_sessions, owned
-from storetest.item_binding import ItemSessions
+from storetest.bindings.openai_agents import ItemSessions
 from tests.ecosystem.common import Contender, Defect
 
 PROJECT = "openai-agents"

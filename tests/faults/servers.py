@@ -1,7 +1,7 @@
 """A throwaway server that one test owns, to stop and start again: the run-wide server
 other xdist workers use must never be restarted under them.
 
-It is started the way :mod:`storetest._databases` starts a local server, with commits
+It is started the way :mod:`storetest._engine.servers` starts a local server, with commits
 that survive the server process being killed (PostgreSQL ``synchronous_commit=on``,
 fsync still off: only the server process dies, never the machine; MariaDB its durable
 settings; Redis ``appendonly yes`` with ``appendfsync always``, without which a restart
@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import pytest
 
-from storetest import _databases
+from storetest._engine import servers
 
 #: How a test stops a server: PostgreSQL's fast (SIGINT) and immediate (SIGQUIT)
 #: shutdowns; MariaDB's normal one (SIGTERM, "fast") and one with
@@ -46,7 +46,7 @@ _POSTGRES_SETTINGS = {"fsync": "off", "synchronous_commit": "on", "full_page_wri
 def skip_unless_private(backend: str) -> None:
     """Skip (or fail, if ``STORETEST_REQUIRE`` names the backend) when no private server
     can be had: one named by ``STORETEST_<BACKEND>_URL`` is not ours to restart."""
-    if _databases.url_from_env(backend) is not None:
+    if servers.url_from_env(backend) is not None:
         pytest.skip(
             f"STORETEST_{backend.upper()}_URL names a server storetest did not start: "
             "restarting it would disturb whoever else uses it; unset it to run this test "
@@ -64,9 +64,9 @@ class PrivateServer:
         top = Path(tempfile.mkdtemp(prefix=f"storetest-private-{backend}-"))
         try:
             server = self._first_start(backend, top)
-        except _databases.Unavailable as exc:
+        except servers.Unavailable as exc:
             shutil.rmtree(top, ignore_errors=True)
-            if backend in _databases.required_backends():
+            if backend in servers.required_backends():
                 pytest.fail(f"STORETEST_REQUIRE names {backend}, but no private server: {exc}")
             pytest.skip(f"no private {backend} server here: {exc}")
         self.url = server.url
@@ -83,21 +83,21 @@ class PrivateServer:
     @staticmethod
     def _first_start(backend: str, top: Path) -> Any:
         if backend == "redis":
-            from storetest._databases import redis
+            from storetest._engine.servers import redis
 
             return redis.start_server(top / "data", config=REDIS_SETTINGS)
         if backend == "postgres":
-            from storetest._databases import postgres
+            from storetest._engine.servers import postgres
 
             bindir = postgres.find_bindir()
             if bindir is None:
-                raise _databases.Unavailable(postgres.HOW_TO_ENABLE)
+                raise servers.Unavailable(postgres.HOW_TO_ENABLE)
             return postgres._start_local(bindir, top, _POSTGRES_SETTINGS)
-        from storetest._databases import mysql
+        from storetest._engine.servers import mysql
 
         binaries = mysql._local_binaries()
         if binaries is None:
-            raise _databases.Unavailable("no mariadbd/mysqld and install-db binaries")
+            raise servers.Unavailable("no mariadbd/mysqld and install-db binaries")
         return mysql._start_local(top, *binaries, durable=True)
 
     def stop(self, how: Stop) -> None:
@@ -112,7 +112,7 @@ class PrivateServer:
                 except ProcessLookupError:
                     pass
         elif self.backend == "mysql" and how == "immediate":
-            from storetest._databases.mysql import connect
+            from storetest._engine.servers.mysql import connect
 
             conn = connect(self.url, autocommit=True)
             try:
@@ -134,7 +134,7 @@ class PrivateServer:
     def start(self) -> None:
         """Start it again from its command line; return once it accepts connections."""
         if self.backend == "redis":
-            from storetest._databases import redis
+            from storetest._engine.servers import redis
 
             port = int(self.url.rsplit(":", 1)[1].split("/")[0])
             self.pid = redis.start_server(Path(self._directory), port=port, config=REDIS_SETTINGS).pid

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from google.adk.sessions import DatabaseSessionService
 
-from storetest._backends import fresh_fixtures
+from storetest._engine.backends import fresh_fixtures
 
 ROUNDS = 10
 

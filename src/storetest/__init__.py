@@ -1,0 +1,128 @@
+"""storetest: a conformance suite for agent-session stores.
+
+A store author's whole test file::
+
+    from storetest import run_conformance
+    from mystore import MyStore
+
+    run_conformance(lambda: MyStore())
+
+Or, without pytest, ``storetest.check(lambda: MyStore())`` returns a :class:`Report`
+with every clause's verdict and every violation.
+
+The contract (messages, the ``Store`` protocol, sessions, argument checks) and the
+codec import nothing beyond the standard library; ``run_conformance`` and ``check``
+pull in Hypothesis (and pytest) only when first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from storetest.codec import (
+    CodecError,
+    decode_message,
+    decode_messages,
+    decode_trusted,
+    decode_trusted_json,
+    encode_message,
+    encode_messages,
+    trusted_text_message,
+)
+from storetest.contract import (
+    MAX_ID_BYTES,
+    MAX_NAME_BYTES,
+    MAX_SESSION_ID_BYTES,
+    ROLES,
+    Attachment,
+    Content,
+    Message,
+    OutcomeUnknown,
+    Role,
+    Session,
+    Store,
+    StoreError,
+    SyncStore,
+    Text,
+    ToolCall,
+    ToolResult,
+    check_messages,
+    check_session_id,
+    check_steer_text,
+    open_session,
+)
+
+if TYPE_CHECKING:
+    from storetest._engine.failures import ConformanceFailure, Violation
+    from storetest.bindings.adk import adk_sessions
+    from storetest.bindings.langchain import chat_histories
+    from storetest.bindings.openai_agents import item_sessions, owned
+    from storetest.plugin import run_conformance
+    from storetest.results import ClauseResult, Interrupted, Report
+    from storetest.runner import check
+
+__all__ = [
+    "MAX_ID_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_SESSION_ID_BYTES",
+    "ROLES",
+    "Attachment",
+    "ClauseResult",
+    "CodecError",
+    "ConformanceFailure",
+    "Content",
+    "Interrupted",
+    "Message",
+    "OutcomeUnknown",
+    "Report",
+    "Role",
+    "Session",
+    "Store",
+    "StoreError",
+    "SyncStore",
+    "Text",
+    "ToolCall",
+    "ToolResult",
+    "Violation",
+    "adk_sessions",
+    "chat_histories",
+    "check",
+    "check_messages",
+    "check_session_id",
+    "check_steer_text",
+    "decode_message",
+    "decode_messages",
+    "decode_trusted",
+    "decode_trusted_json",
+    "encode_message",
+    "encode_messages",
+    "item_sessions",
+    "open_session",
+    "owned",
+    "run_conformance",
+    "trusted_text_message",
+]
+
+
+_LAZY = {
+    "run_conformance": "storetest.plugin",
+    "check": "storetest.runner",
+    "Report": "storetest.results",
+    "ClauseResult": "storetest.results",
+    "Interrupted": "storetest.results",
+    "ConformanceFailure": "storetest._engine.failures",
+    "Violation": "storetest._engine.failures",
+    "item_sessions": "storetest.bindings.openai_agents",
+    "chat_histories": "storetest.bindings.langchain",
+    "owned": "storetest.bindings.openai_agents",
+    "adk_sessions": "storetest.bindings.adk",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Deferred so that a store depending on the contract does not import pytest or Hypothesis.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'storetest' has no attribute {name!r}")

@@ -1,0 +1,275 @@
+"""Child processes to kill: a *zygote*, spawned once per crash clause, imports the
+``reopen`` factory's module (and so the store and its driver), then forks one child
+per life on request. A child starts clean (the zygote has no threads, no event loop, no
+connection: only imports) and costs a fork, not an interpreter start, so a clause can
+kill dozens of them in seconds.
+
+A child tells the parent what it does through a FIFO, one JSON line per record, each
+written with one ``write`` of under ``PIPE_BUF`` bytes, so a kill never cuts one short:
+``R`` once its store is open, ``B`` before each call, ``A`` after it returned (the
+acknowledgement), ``U`` if it raised ``OutcomeUnknown``, ``E`` if it raised anything else.
+
+The parent kills a child with SIGKILL at a random moment inside a chosen call; or,
+when the data is in a directory, the kernel kills it at a random byte of a write: the
+child sets ``RLIMIT_FSIZE`` and restores ``SIGXFSZ``'s default action (Python ignores
+it), so the write that reaches the limit lands in part and the process dies at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import select
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["Life", "Zygote", "record"]
+
+#: Seconds a child may take to open its store, or the zygote to start.
+START_TIMEOUT: Final = 120.0
+
+
+def record(fd: int, kind: str, n: int, **fields: Any) -> None:
+    """One record to the parent, in one ``write``."""
+    os.write(fd, (json.dumps({"k": kind, "n": n, **fields}, separators=(",", ":")) + "\n").encode())
+
+
+@dataclass
+class Life:
+    """What one child did before it died: its records, and how it died."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    #: "SIGKILL", "SIGXFSZ" (a write reached the file-size limit), or how else it ended.
+    death: str = ""
+
+    def acked(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["k"] == "A"]
+
+    def in_flight(self) -> dict[str, Any] | None:
+        """The call begun and never acknowledged (or ended by ``OutcomeUnknown`` or an
+        error): its outcome is unknown. The child makes one call at a time."""
+        begun = [r for r in self.records if r["k"] == "B"]
+        if not begun:
+            return None
+        last = begun[-1]["n"]
+        return None if any(r["k"] == "A" and r["n"] == last for r in self.records) else begun[-1]
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["k"] == "E"]
+
+    def unknown(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["k"] == "U"]
+
+
+_SHARED: dict[tuple[str, str], Zygote] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+class Zygote:
+    """A spawned process that has imported ``reference`` (``module:function``, and a
+    wrapper rebuilding a binding around it) and forks children on request."""
+
+    @classmethod
+    def shared(cls, reference: tuple[str, str]) -> Zygote:
+        """The one zygote of this process for ``reference``, started on first use: a
+        run of many crash clauses pays the interpreter start once. It ends with this
+        process (a daemon)."""
+        with _SHARED_LOCK:
+            zygote = _SHARED.get(reference)
+            if zygote is None or zygote.broken or not zygote.process.is_alive():
+                zygote = _SHARED[reference] = cls(reference)
+            return zygote
+
+    def __init__(self, reference: tuple[str, str]) -> None:
+        context = multiprocessing.get_context("spawn")
+        # One question and its answer at a time: a crash clause left in a call by a
+        # runner's timeout may still ask while the next test's crash clause does.
+        self._asking = threading.Lock()
+        #: It stopped answering, or its pipe broke: killed, never asked again.
+        self.broken = False
+        self.conn, theirs = context.Pipe()
+        self.process = context.Process(target=_zygote, args=(theirs, reference), daemon=True,
+                                       name="storetest-crash-zygote")
+        self.process.start()
+        theirs.close()
+        if not self.conn.poll(START_TIMEOUT):
+            self.close()
+            raise RuntimeError(f"the crash clauses' helper process did not start within {START_TIMEOUT:g} s")
+        ok, why = self.conn.recv()
+        if not ok:
+            self.close()
+            raise RuntimeError(f"the crash clauses' helper process could not import the reopen factory: {why}")
+
+    def close(self) -> None:
+        with self._asking:
+            with contextlib.suppress(OSError, EOFError):
+                self.conn.send(("exit",))
+            self.process.join(timeout=10)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
+            self.conn.close()
+
+    def _ask(self, *message: Any) -> Any:
+        with self._asking:
+            if not self.broken:
+                try:
+                    self.conn.send(message)
+                    if self.conn.poll(START_TIMEOUT):
+                        return self.conn.recv()
+                except (OSError, EOFError):
+                    pass
+                # A late answer must not reach a later question: the next crash clause
+                # starts a new zygote (shared() sees this one broken).
+                self.broken = True
+                self.process.kill()
+                self.process.join(timeout=10)
+            raise RuntimeError("the crash clauses' helper process stopped answering")
+
+    @contextlib.contextmanager
+    def child(self, work: str, args: tuple[Any, ...]) -> Iterator[_Child]:
+        """A forked child running ``work(made, fifo, *args)``; killed and reaped when
+        the block ends, whatever happened."""
+        with tempfile.TemporaryDirectory(prefix="storetest-crash-") as directory:
+            fifo = str(Path(directory) / "records")
+            os.mkfifo(fifo, 0o600)
+            read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            # Ours, so the FIFO shows no end of file before the child has opened it.
+            hold = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                pid = self._ask("fork", work, (fifo, *args))
+                child = _Child(pid, read)
+                try:
+                    yield child
+                finally:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    status = self._ask("reap", pid)
+                    child.life.death = _death(status)
+                    os.close(hold)
+                    hold = -1
+                    child.drain(until_eof=True)
+            finally:
+                if hold >= 0:
+                    os.close(hold)
+                os.close(read)
+
+
+class _Child:
+    def __init__(self, pid: int, read: int) -> None:
+        self.pid = pid
+        self.read = read
+        self.life = Life()
+        self._partial = b""
+        self.seen: dict[tuple[str, int], float] = {}
+
+    def drain(self, timeout: float = 0.0, until_eof: bool = False) -> bool:
+        """Read what has arrived (waiting up to ``timeout`` for something); ``False``
+        at end of file."""
+        while True:
+            ready, _, _ = select.select([self.read], [], [], timeout)
+            if not ready:
+                return True
+            data = os.read(self.read, 65536)
+            if not data:
+                return False
+            now = time.monotonic()
+            lines = (self._partial + data).split(b"\n")
+            self._partial = lines.pop()
+            for line in lines:
+                r = json.loads(line)
+                self.life.records.append(r)
+                self.seen.setdefault((r["k"], r["n"]), now)
+            timeout = 0.0 if not until_eof else 1.0
+
+    def wait_for(self, kind: str, n: int, timeout: float) -> float | None:
+        """Until the child has sent record ``kind`` for call ``n``: when it arrived; or
+        ``None`` if it timed out, the child ended, or it sent ``E`` or ``U`` first."""
+        deadline = time.monotonic() + timeout
+        while (kind, n) not in self.seen:
+            if any(k in ("E", "U") for k, _ in self.seen):
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.drain(min(left, 0.05))
+            if (kind, n) not in self.seen and not self.alive():
+                self.drain()
+                return self.seen.get((kind, n))
+        return self.seen[(kind, n)]
+
+    def wait_for_death(self, timeout: float) -> bool:
+        """Whether the child died by itself within ``timeout`` (records read meanwhile)."""
+        deadline = time.monotonic() + timeout
+        while self.alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.drain(min(left, 0.02))
+        return True
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)  # a zombie answers too: the zygote reaps it when asked
+        except ProcessLookupError:
+            return False
+        return _not_zombie(self.pid)
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True  # no /proc: assume alive, the kill at the end settles it
+
+
+def _death(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+    return f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"status {status}"
+
+
+def _zygote(conn: Any, reference: tuple[str, str]) -> None:
+    from storetest._engine.backends import _resolve
+
+    try:
+        made = _resolve(reference[0])
+        if reference[1]:
+            made = _resolve(reference[1])(made)
+    except BaseException as exc:  # said to the parent, whatever it was
+        conn.send((False, f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send((True, ""))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "fork":
+            _, work, args = message
+            pid = os.fork()
+            if pid == 0:  # the child: never returns into multiprocessing
+                code = 0
+                try:
+                    conn.close()
+                    _resolve(work)(made, *args)
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            conn.send(pid)
+        elif message[0] == "reap":
+            _, status = os.waitpid(message[1], 0)
+            conn.send(status)
+        else:
+            return

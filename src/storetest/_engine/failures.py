@@ -1,0 +1,216 @@
+"""What a clause reports: every violation it saw, collected like Go's ``fstest`` does,
+and the exception that carries them.
+
+A clause opens a :class:`Check`, records each problem with :meth:`Check.add` (or lets
+:meth:`Check.call` turn a store's exception into one) and carries on; only at the end
+does :meth:`Check.raise_if_any` raise one :class:`ConformanceFailure` holding them all.
+So one bad input never hides the next: a store that raises on an id containing NUL is
+still checked for merging ``'a'`` with ``'A'``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+from storetest._engine.diagnosis import describe_backend_refusal, describe_steers, describe_transcript, shorten
+from storetest.contract import Message
+
+__all__ = [
+    "RAISED",
+    "Check",
+    "ConformanceFailure",
+    "Violation",
+    "checking",
+    "clause_link",
+    "conformance_failures",
+    "describe_exception",
+    "store_frames",
+]
+
+#: How many violations a failure message lists before ``... and N more``.
+MAX_SHOWN: Final = 10
+
+#: The page documenting every clause, relative to the repository root.
+CONTRACT_PAGE: Final = "docs/contract.md"
+
+
+def clause_link(clause: str) -> str:
+    """Where ``clause`` is documented: its section of the contract page."""
+    return f"{CONTRACT_PAGE}#clause-{clause}"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One thing a store got wrong: where, what kind of corruption, what went in and out."""
+
+    session: str
+    diagnosis: str
+    sent: str = ""
+    got: str = ""
+
+    def lines(self) -> list[str]:
+        out = [f"session {self.session!r}: {self.diagnosis}"]
+        if self.sent:
+            out.append(f"    sent: {self.sent}")
+        if self.got:
+            out.append(f"    got:  {self.got}")
+        return out
+
+
+class ConformanceFailure(AssertionError):
+    """A store broke a clause of the contract. ``diagnosis`` is the one-line summary the
+    report shows; ``violations`` has every problem the clause saw."""
+
+    def __init__(self, clause: str, violations: Sequence[Violation], what: str = "") -> None:
+        self.clause = clause
+        self.violations = list(violations)
+        self.what = what
+        self.diagnosis = self.violations[0].diagnosis if self.violations else "failed"
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [f"{self.clause}: {len(self.violations)} violation(s)"]
+        for v in self.violations[:MAX_SHOWN]:
+            lines += ["  " + line for line in v.lines()]
+        if len(self.violations) > MAX_SHOWN:
+            lines.append(f"  ... and {len(self.violations) - MAX_SHOWN} more")
+        if self.what:
+            lines.append(f"the clause: {self.what}")
+        lines.append(f"documented at: {clause_link(self.clause)}")
+        return "\n".join(lines)
+
+
+def conformance_failures(error: BaseException) -> list[ConformanceFailure]:
+    """Every :class:`ConformanceFailure` in ``error``, looking inside exception groups
+    (Hypothesis raises one when an example fails in more than one way)."""
+    if isinstance(error, ConformanceFailure):
+        return [error]
+    if isinstance(error, BaseExceptionGroup):
+        return [f for inner in error.exceptions for f in conformance_failures(inner)]
+    # Hypothesis's Flaky errors carry the failure they could not repeat as their cause.
+    cause = error.__cause__ or error.__context__
+    if cause is not None and type(error).__module__.startswith("hypothesis"):
+        return conformance_failures(cause)
+    return []
+
+
+class _Raised:
+    def __repr__(self) -> str:
+        return "RAISED"
+
+
+#: What :meth:`Check.call` returns when the store raised (the violation is recorded).
+RAISED: Final = _Raised()
+
+
+def describe_exception(error: BaseException) -> str:
+    """``Type: first line``; the cause's text too when the error's own text hides it."""
+    text = str(error).strip().splitlines()
+    out = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+    cause = error.__cause__ or error.__context__
+    if cause is not None and str(cause).strip() and str(cause).strip() not in out:
+        out += f" (caused by {type(cause).__name__}: {str(cause).strip().splitlines()[0]})"
+    out = out if len(out) <= 300 else out[:297] + "..."
+    meaning = describe_backend_refusal(out)
+    return out if meaning is None else f"{meaning}: {out}"
+
+
+class Check:
+    """Collects violations; raises them all at once."""
+
+    def __init__(self, clause: Callable[..., Any], run: Callable[[Any], Any] | None = None) -> None:
+        self.clause = clause
+        self._run = run
+        self.violations: list[Violation] = []
+
+    def add(self, session: str, diagnosis: str, sent: object = None, got: object = None) -> None:
+        self.violations.append(
+            Violation(
+                session,
+                diagnosis,
+                "" if sent is None else shorten(sent, 300),
+                "" if got is None else shorten(got, 300),
+            )
+        )
+
+    def call(self, session: str, what: str, work: Any) -> Any:
+        """Run ``work`` (a coroutine from a store handle); if the store raises, record
+        ``what raised ...`` as a violation and return :data:`RAISED` so the clause can
+        go on with its next input."""
+        assert self._run is not None, "Check.call needs the target's run function"
+        try:
+            return self._run(work)
+        except Exception as exc:
+            self.add(session, f"{what} raised {describe_exception(exc)}")
+            return RAISED
+
+    def transcript(
+        self, session: str, sent: Sequence[Message], got: object, previous: Sequence[Message] = ()
+    ) -> None:
+        if got is RAISED:
+            return
+        if not isinstance(got, list):
+            self.add(session, f"messages() returned {type(got).__name__}, not a list", got=got)
+        elif got != list(sent):
+            self.add(session, describe_transcript(sent, got, previous), sent, got)
+
+    def steers(self, session: str, sent: Sequence[str], got: object) -> None:
+        if got is RAISED:
+            return
+        if not isinstance(got, list):
+            self.add(session, f"take_steers() returned {type(got).__name__}, not a list", got=got)
+        elif got != list(sent):
+            self.add(session, describe_steers(sent, got), sent, got)
+
+    def raise_if_any(self) -> None:
+        if self.violations:
+            what = " ".join((self.clause.__doc__ or "").strip().split("\n\n")[0].split())
+            raise ConformanceFailure(self.clause.__name__, self.violations, what)
+
+
+@contextmanager
+def checking(clause: Callable[..., Any], run: Callable[[Any], Any] | None = None) -> Iterator[Check]:
+    """``with checking(clause, t.run) as check:`` collect, then raise everything seen."""
+    check = Check(clause, run)
+    yield check
+    check.raise_if_any()
+
+
+def _folded(lines: list[str]) -> list[str]:
+    """Runs of one repeated frame (a recursion without end) as the frame and a count."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and lines[j] == lines[i]:
+            j += 1
+        out.append(lines[i])
+        if j - i > 2:
+            out.append(f"  ... {j - i - 1} more frames of the same")
+        else:
+            out += lines[i + 1:j]
+        i = j
+    return out
+
+
+def store_frames(error: BaseException, roots: Sequence[str]) -> str:
+    """The traceback of ``error`` and its causes, cut to the frames in files under
+    ``roots`` (the store's own code): a driver's or asyncio's frames tell the store's
+    author nothing. Keeps the innermost frame when none is theirs."""
+    blocks: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(blocks) < 4:
+        seen.add(id(current))
+        frames = traceback.extract_tb(current.__traceback__)
+        own = [f for f in frames if any(f.filename.startswith(r) for r in roots)] or frames[-1:]
+        text = str(current).strip().replace("\n", " ")
+        block = [("caused by " if blocks else "") + f"{type(current).__name__}: {text}"]
+        block += _folded([f"  {f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in own])
+        blocks.append("\n".join(block))
+        current = current.__cause__ or current.__context__
+    return "\n".join(blocks)

@@ -1,0 +1,120 @@
+"""Hypothesis glue and small helpers the clause modules share."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, seed
+from hypothesis import configuration as _configuration
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
+from hypothesis.internal.conjecture import engine as _engine
+from hypothesis.reporting import with_reporter
+
+from storetest._engine.harness import Target
+from storetest.contract import Message
+
+__all__ = [
+    "examples", "hypothesis_cache", "hypothesis_home", "hypothesis_settings", "reporting_to", "shrink_budget",
+    "texts",
+]
+
+
+def hypothesis_settings(t: Target, *, scale: float = 1.0, steps: int | None = None) -> Settings:
+    """Settings for one property of this run: the profile's example count (times
+    ``scale``, for expensive examples), no deadline (a database's latency is not the
+    store's bug), and no example database, so a seed alone decides every input."""
+    return Settings(
+        max_examples=max(2, int(t.profile.examples * scale)),
+        stateful_step_count=steps or 50,
+        deadline=None,
+        database=None,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+        # No "explain" phase: it reruns a failure many more times to annotate it, and
+        # against a database each rerun costs round trips.
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    )
+
+
+def examples(
+    t: Target, *strategies: st.SearchStrategy[Any], scale: float = 1.0
+) -> Callable[[Callable[..., None]], Callable[[], None]]:
+    """Turn a function of generated values into a Hypothesis test, seeded for this run."""
+
+    def decorate(fn: Callable[..., None]) -> Callable[[], None]:
+        @functools.wraps(fn)
+        def counted(*args: Any, **kwargs: Any) -> None:
+            t.tick()
+            fn(*args, **kwargs)
+
+        return seed(t.seed)(hypothesis_settings(t, scale=scale)(given(*strategies)(counted)))
+
+    return decorate
+
+
+@contextmanager
+def shrink_budget(steps: int, seconds: float) -> Iterator[None]:
+    """Let Hypothesis shrink a failure by ``steps`` successful shrinks, or for
+    ``seconds``, whichever comes first (it then reports the smallest example found so
+    far).
+
+    The step count keeps a replay exact (the same seed shrinks the same way); the
+    seconds only stop a store so slow that the steps would take too long."""
+    # Hypothesis reads these module globals while shrinking and offers no public
+    # setting for them. If a future version drops them, shrinking is merely slower.
+    previous = {name: getattr(_engine, name, None) for name in ("MAX_SHRINKS", "MAX_SHRINKING_SECONDS")}
+    _engine.MAX_SHRINKS = steps
+    _engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is not None:
+                setattr(_engine, name, value)
+
+
+def reporting_to(reported: list[str], work: Callable[[], None]) -> None:
+    """``work()``, with what Hypothesis would print collected into ``reported``
+    instead (its reporter is per thread: call this on the thread ``work`` runs on)."""
+    with with_reporter(lambda text: reported.append(str(text))):
+        work()
+
+
+def hypothesis_cache() -> Path:
+    """storetest's own directory for Hypothesis's caches (its Unicode tables, the
+    constants it reads from source files): ``$XDG_CACHE_HOME/storetest/hypothesis``,
+    else ``~/.cache/storetest/hypothesis``. Never the working directory."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "storetest" / "hypothesis"
+
+
+@contextmanager
+def hypothesis_home() -> Iterator[None]:
+    """While storetest runs, Hypothesis keeps its caches in :func:`hypothesis_cache`,
+    not in ``.hypothesis/`` of the working directory, where the caller asked for
+    nothing (no example database is used). Shared by every directory, the caches make
+    the first run in a new one as fast as the next; what Hypothesis was set to is
+    restored afterwards, for the caller's own Hypothesis tests."""
+    # The only setter Hypothesis has; its current value is a module global.
+    previous = getattr(_configuration, "__hypothesis_home_directory", None)
+    _configuration.set_hypothesis_home_dir(hypothesis_cache())
+    try:
+        yield
+    finally:
+        _configuration.set_hypothesis_home_dir(previous)
+
+
+def stopped_shrinking_early(reported: list[str]) -> bool:
+    """Whether the time limit, not the step count, ended shrinking."""
+    return any("working to shrink" in line for line in reported)
+
+
+def texts(n: int, label: str) -> list[Message]:
+    """``n`` alternating user/assistant messages whose text names ``label`` and the index."""
+    return [Message.text("user" if i % 2 == 0 else "assistant", f"{label} #{i}") for i in range(n)]

@@ -1,0 +1,204 @@
+"""What goes in comes out: every field, byte for byte, at any size; and what must not
+go in is refused.
+
+Real bugs behind these clauses: Postgres ``jsonb`` and MySQL ``JSON`` rewriting a
+model's raw tool-call JSON; 3-byte ``utf8`` charsets mangling emoji; ``TEXT`` columns
+silently truncating at 64 KiB; attachments decoded as text; ``123`` coerced to ``"123"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import note
+
+from storetest._engine import strategies
+from storetest._engine.diagnosis import describe_steers, describe_text, describe_transcript, is_reordered
+from storetest._engine.failures import RAISED, Check, checking
+from storetest._engine.harness import Target
+from storetest.clauses._registry import clause
+from storetest.clauses._support import examples, texts
+from storetest.contract import MAX_SESSION_ID_BYTES, Attachment, Message, Text, ToolCall, ToolResult
+
+
+def _round_trip_each(t: Target, check: Check, session: str, corpus: list[Message]) -> None:
+    """Save ``corpus`` and compare message by message, so each damaged one is named."""
+    if check.call(session, f"save({session!r}, {len(corpus)} messages)", t.store.save(session, corpus)) is RAISED:
+        # One bad message may be what the store refuses: try each on its own.
+        for i, message in enumerate(corpus):
+            one = f"{session}/{i}"
+            if check.call(one, f"save of message #{i}", t.store.save(one, [message])) is not RAISED:
+                check.transcript(one, [message], check.call(one, "messages()", t.store.messages(one)))
+        return
+    got = check.call(session, "messages()", t.store.messages(session))
+    # Message by message only when nothing moved: a reorder compared by position would
+    # read as every moved message "changed".
+    if isinstance(got, list) and len(got) == len(corpus) and not is_reordered(corpus, got):
+        for i, (sent_message, got_message) in enumerate(zip(corpus, got, strict=True)):
+            if sent_message != got_message:
+                check.add(session, describe_transcript([sent_message], [got_message], first=i),
+                          sent_message, got_message)
+    else:
+        check.transcript(session, corpus, got)
+
+
+@clause()
+def transcript_round_trips_exactly(t: Target) -> None:
+    """A saved transcript comes back equal, field by field and byte for byte.
+
+    Every short field runs to its limit (``MAX_ID_BYTES``, ``MAX_NAME_BYTES``), media
+    types come in mixed case and with spaces, and ids repeat where the contract allows
+    (two tool calls with one id in a message). Catches text normalized to NFC, trailing
+    whitespace stripped, CRLF turned into LF, NUL dropped, emoji mangled by a 3-byte
+    charset, attachment bytes decoded as text, a ``VARCHAR(64)`` tool name or id,
+    lower-cased media types, tool calls kept in a dict by id.
+    """
+    # Every known-troublesome text in every place text goes, before anything random,
+    # so a normalizing store is caught on every run, not on a lucky draw.
+    corpus = [
+        Message("user", (Text(text), ToolResult(f"call_{i}", text), ToolCall(text, text, "{}")))
+        for i, text in enumerate(strategies.NASTY_TEXTS)
+    ] + [Message("user", (a,)) for a in strategies.NASTY_ATTACHMENTS] + list(strategies.LIMIT_MESSAGES)
+    with checking(transcript_round_trips_exactly, t.run) as check:
+        _round_trip_each(t, check, t.new_session("roundtrip"), corpus)
+
+    @examples(t, strategies.transcripts)
+    def example(transcript: list[Message]) -> None:
+        session = t.new_session("roundtrip")
+        note(f"session {session!r}")
+        with checking(transcript_round_trips_exactly, t.run) as check:
+            if check.call(session, "save()", t.store.save(session, transcript)) is not RAISED:
+                check.transcript(session, transcript, check.call(session, "messages()", t.store.messages(session)))
+
+    example()
+
+
+@clause()
+def tool_arguments_are_kept_verbatim(t: Target) -> None:
+    """Tool-call arguments come back byte for byte, valid JSON or not: a store never parses them.
+
+    Catches the Postgres ``jsonb`` / MySQL ``JSON`` column (keys sorted, duplicate keys
+    dropped, whitespace and numbers rewritten, escapes decoded), and a store that
+    refuses or "repairs" the truncated JSON of a reply that was cut off.
+    """
+    corpus = [
+        Message("assistant", (ToolCall(f"call_{i}", "lookup", args),))
+        for i, args in enumerate(strategies.NASTY_ARGUMENTS)
+    ]
+    with checking(tool_arguments_are_kept_verbatim, t.run) as check:
+        _round_trip_each(t, check, t.new_session("arguments"), corpus)
+
+    @examples(t, strategies.tool_arguments)
+    def example(arguments: str) -> None:
+        session = t.new_session("arguments")
+        note(f"session {session!r}")
+        sent = [Message("assistant", (ToolCall("call_1", "lookup", arguments),))]
+        with checking(tool_arguments_are_kept_verbatim, t.run) as check:
+            if check.call(session, "save()", t.store.save(session, sent)) is not RAISED:
+                check.transcript(session, sent, check.call(session, "messages()", t.store.messages(session)))
+
+    example()
+
+
+@clause()
+def large_values_round_trip(t: Target) -> None:
+    """A 1 MiB message, a 1 MiB tool result, a 1 MiB attachment, a 256 KiB tool argument
+    and a 2,000-message transcript come back whole (and, for a store with steers, a
+    1 MiB steer).
+
+    The big values hold no NUL (the round-trip clauses ask NUL apart), so a backend
+    that refuses NUL is still asked for size. Catches ``TEXT``/``VARCHAR``/``BLOB``
+    limits (64 KiB in MySQL, silently truncated outside strict mode), packet limits,
+    and per-row sizes that only fail at scale.
+    """
+    mib = "é🙂 a\t\r\n" * (2**20 // 10 + 1)
+    big_args = '{"blob": "' + "x " * (2**17) + '", "z": 1, "a": 2}'
+    big_bytes = bytes(range(256)) * (2**20 // 256)
+    transcript_2000 = texts(2000, "long")
+    cases = [
+        ("mib", [Message.text("user", mib)]),
+        ("args", [Message("assistant", (ToolCall("call_big", "upload", big_args),))]),
+        ("result", [Message("tool", (ToolResult("call_big", mib),))]),
+        ("attachment", [Message("user", (Attachment("application/octet-stream", big_bytes),))]),
+        ("2000", transcript_2000),
+        ("2001", [*transcript_2000, Message.text("user", "one more")]),
+        ("1000", transcript_2000[:1000]),
+    ]
+    with checking(large_values_round_trip, t.run) as check:
+        session = t.new_session("large")
+        for label, transcript in cases:
+            if not label.isdigit():
+                session = t.new_session(f"large-{label}")
+            what = f"save of {len(transcript)} messages ({label})"
+            if check.call(session, what, t.store.save(session, transcript)) is RAISED:
+                continue
+            got = check.call(session, "messages()", t.store.messages(session))
+            if got is not RAISED and got != transcript:
+                check.add(session, describe_transcript(transcript, got) if isinstance(got, list)
+                          else "messages() did not return a list", f"{len(transcript)} messages",
+                          f"{len(got)} messages" if isinstance(got, list) else got)
+        if not t.has("steers"):
+            return
+        if check.call(session, "add_steer(1 MiB)", t.store.add_steer(session, mib)) is RAISED:
+            return
+        taken = check.call(session, "take_steers()", t.store.take_steers(session))
+        if taken is not RAISED and taken != [mib]:
+            diagnosis = (describe_text(mib, taken[0]) if isinstance(taken, list) and len(taken) == 1
+                         else describe_steers([mib], taken) if isinstance(taken, list) else "bad result")
+            check.add(session, f"a 1 MiB steer: {diagnosis}")
+
+
+@clause()
+def bad_input_is_rejected(t: Target) -> None:
+    """A non-string or empty session id, a non-message, or non-string steer text raises
+    ``TypeError``/``ValueError`` naming the argument, and changes nothing stored.
+
+    Catches stores that coerce ``123`` to ``"123"``, save the good half of a bad list,
+    or fail deep in the driver with an error that names nothing.
+    """
+    session = t.new_session("bad-input")
+    good = texts(2, "good")
+    store = t.store
+    bad_calls: list[tuple[str, str, Callable[[], Any]]] = [
+        ("save(123, ...)", "session", lambda: store.save(123, good)),
+        ("save(None, ...)", "session", lambda: store.save(None, good)),
+        ("save(b'id', ...)", "session", lambda: store.save(session.encode(), good)),
+        ("save('', ...)", "session", lambda: store.save("", good)),
+        ("save(id longer than the limit, ...)", "session",
+         lambda: store.save("x" * (MAX_SESSION_ID_BYTES + 1), good)),
+        ("save(session, [message, 'not a message'])", "messages",
+         lambda: store.save(session, [good[0], "not a message"])),
+        ("save(session, [message, {'role': 'user'}])", "messages",
+         lambda: store.save(session, [good[0], {"role": "user", "content": []}])),
+        ("save(session, None)", "messages", lambda: store.save(session, None)),
+        ("save(session, 'text')", "messages", lambda: store.save(session, "some text")),
+        ("messages(42)", "session", lambda: store.messages(42)),
+    ]
+    if t.has("steers"):
+        bad_calls += [
+            ("add_steer(session, 5)", "text", lambda: store.add_steer(session, 5)),
+            ("add_steer(session, b'bytes')", "text", lambda: store.add_steer(session, b"bytes")),
+            ("add_steer(None, 'text')", "session", lambda: store.add_steer(None, "text")),
+            ("take_steers(['a'])", "session", lambda: store.take_steers(["a"])),
+        ]
+    with checking(bad_input_is_rejected, t.run) as check:
+        check.call(session, "save()", store.save(session, good))
+        if t.has("steers"):
+            check.call(session, "add_steer()", store.add_steer(session, "kept"))
+        for call, argument, make in bad_calls:
+            try:
+                t.run(make())
+            except (TypeError, ValueError) as exc:
+                if argument not in str(exc):
+                    check.add(session, f"{call} raised {type(exc).__name__} that does not name the "
+                              f"argument {argument!r}: {exc}")
+            except Exception as exc:
+                check.add(session, f"{call} raised {type(exc).__name__} ({exc}); expected "
+                          f"TypeError or ValueError naming {argument!r}")
+            else:
+                check.add(session, f"{call} was accepted; expected TypeError or ValueError "
+                          f"naming {argument!r}")
+        check.transcript(session, good, check.call(session, "messages()", store.messages(session)), good)
+        if t.has("steers"):
+            check.steers(session, ["kept"], check.call(session, "take_steers()", store.take_steers(session)))

@@ -1,0 +1,402 @@
+"""Item histories under concurrency: each item popped by exactly one caller, a clear
+racing an add lands before or after it, a batch is never seen in part nor interleaved
+with another, and nothing is lost or duplicated across handles.
+
+Real bugs behind these clauses (each seen in an agent SDK's stores): ``pop_item`` as a
+``SELECT`` then a ``DELETE`` with no lock (openai-agents-python #4205: one item handed
+to two callers); concurrent first writes dropping items or raising ``IntegrityError``
+(#2722); a per-call ``threading.Lock()`` that excludes nothing (#1953); ``clear_session``
+racing ``add_items`` raising ``IntegrityError`` (``SQLAlchemySession`` on Postgres);
+``RPUSH`` or ``INSERT`` one item at a time (LangChain's Redis history: a reader sees half
+a batch, replicas' batches interleave).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from storetest._engine import races
+from storetest._engine.backends import fresh_fixtures, open_handles, run_in_processes
+from storetest._engine.failures import RAISED, Check, checking, describe_exception
+from storetest._engine.harness import Handle, Target
+from storetest.clauses._item_support import NEEDS, expect, labelled, read, texts_of
+from storetest.clauses._registry import clause
+from storetest.items import Item, same_items
+
+
+def _calls(t: Target, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    t.rng.shuffle(calls)
+    return t.race(calls)
+
+
+def _account(check: Check, session: str, want: list[object], got: list[object], what: str) -> bool:
+    """lost = duplicated = unexpected = 0 between ``want`` and ``got`` (item texts)."""
+    have, need = Counter(got), Counter(want)
+    lost = [x for x in need if have[x] < need[x]]
+    duplicated = [x for x in have if x in need and have[x] > need[x]]
+    unexpected = [x for x in have if x not in need]
+    if lost or duplicated or unexpected:
+        check.add(session, f"{what}: {len(lost)} lost, {len(duplicated)} duplicated, {len(unexpected)} "
+                  f"unexpected of {len(want)} [lost={len(lost)} duplicated={len(duplicated)} "
+                  f"unexpected={len(unexpected)}]", f"e.g. lost {lost[:3]}" if lost else len(want),
+                  f"e.g. duplicated {duplicated[:3]}" if duplicated else got)
+        return False
+    return True
+
+
+@clause(needs=NEEDS, races=True)
+def pop_item_hands_each_item_out_once(t: Target) -> None:
+    """Callers popping one session at once, through every handle, each get a different
+    item: every item is popped exactly once (lost = duplicated = 0), each caller's pops
+    come newest first, and the session ends empty.
+
+    Catches ``pop_item`` as a read then a delete with nothing between them locked
+    (openai-agents-python #4205), a per-call or per-handle lock, ``SELECT ... LIMIT 1``
+    then ``DELETE`` under READ COMMITTED.
+    """
+    with checking(pop_item_hands_each_item_out_once, t.run) as check:
+        for round_ in range(t.profile.race_rounds):
+            t.tick()
+            session = t.new_session(f"items-pop-race{round_}")
+            stored = labelled("pop", 8)
+            if check.call(session, "add_items()", t.store.call("add_items", session, stored)) is RAISED:
+                return
+            if not _pop_round(t, check, session, stored):
+                return
+
+
+def _pop_round(t: Target, check: Check, session: str, stored: list[Item]) -> bool:
+    """Four callers pop ``session`` until it is empty, at once; whether all went well."""
+    handles = t.handles()
+    popped: list[list[object]] = [[] for _ in range(4)]
+
+    def popper(k: int) -> Callable[[], Awaitable[None]]:
+        handle = handles[k % len(handles)]
+
+        async def run() -> None:
+            while (got := await handle.call("pop_item", session)) is not None:
+                popped[k].append(got.get("content") if isinstance(got, dict) else got)
+
+        return run
+
+    try:
+        _calls(t, [popper(k) for k in range(4)])
+    except Exception as exc:
+        check.add(session, f"a racing pop_item() raised {describe_exception(exc)}")
+        return False
+    texts = texts_of(stored)
+    ok = _account(check, session, texts, [x for p in popped for x in p], "items popped by racing callers")
+    for k, mine in enumerate(popped):
+        order = [texts.index(x) for x in mine if x in texts]
+        if order != sorted(order, reverse=True):
+            check.add(session, f"caller {k} popped items out of newest-first order", got=mine)
+            ok = False
+    return expect(check, session, [], read(check, t, session), "after every pop: ", short=True) and ok
+
+
+@clause(needs=NEEDS, races=True)
+def clear_racing_add_lands_before_or_after(t: Target) -> None:
+    """A ``clear_session`` racing an ``add_items`` raises nothing and leaves the
+    session as if one ran first: empty (add, then clear) or exactly the batch (clear,
+    then add), never the old items with the new, never part of the batch.
+
+    Catches ``SQLAlchemySession`` on Postgres (the clear deletes the session row while
+    the add inserts under it: ``IntegrityError``), a clear that deletes items one by one
+    while new ones arrive, a Redis clear of the list that leaves the counter.
+    """
+    handles = t.handles()
+    with checking(clear_racing_add_lands_before_or_after, t.run) as check:
+        # Two calls overlap in the window that matters less often than the other races'
+        # callers do, so three times the rounds; and both orders in turn: which call
+        # starts first decides whether a check-then-insert add is caught, and a shuffle
+        # left that to a coin flip each round (scripts/race_rounds.py).
+        for round_ in range(3 * t.profile.race_rounds):
+            t.tick()
+            session = t.new_session(f"items-clear-race{round_}")
+            old, new = labelled("old", 2), labelled("new", 3)
+            if check.call(session, "add_items()", t.store.call("add_items", session, old)) is RAISED:
+                return
+            clearer, adder = handles[0], handles[round_ % len(handles)]
+            calls = [functools.partial(clearer.call, "clear_session", session),
+                     functools.partial(adder.call, "add_items", session, new)]
+            try:
+                t.race(calls if round_ % 2 else calls[::-1])
+            except Exception as exc:
+                check.add(session, f"clear_session() racing add_items() raised {describe_exception(exc)}")
+                return
+            got = read(check, t, session)
+            if got is RAISED:
+                return
+            if not (same_items([], got) or same_items(new, got)):
+                check.add(session, "after clear_session() raced add_items(), the session is neither empty nor "
+                          "exactly the new batch: the clear and the add interleaved", "[] or " + str(texts_of(new)),
+                          texts_of(got))
+                return
+
+
+def _writer(handle: Handle, session: str, batch: list[Item]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        await handle.call("add_items", session, batch)
+    return run
+
+
+def _reader(handle: Handle, session: str, seen: list[list[object]]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        for _ in range(4):
+            seen.append(texts_of(await handle.call("get_items", session)))
+            await asyncio.sleep(0)  # let the writers on between reads
+    return run
+
+
+def _batches_writer(handle: Handle, session: str, w: int, acked: list[object],
+                    errors: list[str]) -> Callable[[], Awaitable[None]]:
+    """Writer ``w``: three batches of two in a row; what landed goes on ``acked``."""
+    async def run() -> None:
+        for b in range(3):
+            batch = labelled(f"w{w}-b{b}", 2)
+            try:
+                await handle.call("add_items", session, batch)
+            except Exception as exc:
+                errors.append(f"writer {w} through the {handle.label}: {describe_exception(exc)}")
+                return
+            acked.extend(texts_of(batch))
+    return run
+
+
+def _contiguous(check: Check, session: str, batches: list[list[Item]], seen: list[object],
+                what: str) -> bool:
+    """Each batch in ``seen`` is whole or absent, and its items adjacent and in order."""
+    for batch in batches:
+        texts = texts_of(batch)
+        where = [i for i, x in enumerate(seen) if x in texts]
+        if not where:
+            continue
+        if len(where) != len(batch):
+            check.add(session, f"{what} {len(where)} of a {len(batch)}-item batch: the batch is written item by "
+                      "item, not in one transaction", texts, seen)
+            return False
+        if [seen[i] for i in where] != texts or where[-1] - where[0] != len(batch) - 1:
+            check.add(session, "two batches interleaved: a batch's items are not adjacent and in order (each "
+                      "batch written item by item, or its rows ordered by ids that concurrent transactions draw "
+                      "in turn)", texts, seen)
+            return False
+    return True
+
+
+@clause(needs=NEEDS, races=True)
+def a_batch_is_atomic_to_readers(t: Target) -> None:
+    """A reader racing ``add_items`` sees each batch whole or not at all.
+
+    Catches ``add_items`` written one item per command (``RPUSH`` per item, ``INSERT``s
+    in autocommit, one transaction per item) with no transaction or pipeline around it.
+    """
+    with checking(a_batch_is_atomic_to_readers, t.run) as check:
+        for round_ in range(t.profile.race_rounds):
+            t.tick()
+            session = t.new_session(f"items-atomic{round_}")
+            batches = [labelled(f"w{w}", 4) for w in range(2)]
+            seen: list[list[object]] = []
+            try:
+                _calls(t, [*(_writer(t.store, session, b) for b in batches), *(_reader(t.store, session, seen)
+                                                                             for _ in range(2))])
+            except Exception as exc:
+                check.add(session, f"a racing add_items() or get_items() raised {describe_exception(exc)}")
+                return
+            for view in seen:
+                if not _contiguous(check, session, batches, view, "a reader racing add_items() saw"):
+                    return
+
+
+@clause(needs=NEEDS, races=True)
+def concurrent_batches_never_interleave(t: Target) -> None:
+    """Batches added at once, through every handle, land each whole and adjacent: no
+    item of one batch between two of another's.
+
+    Catches a batch written item by item (LangChain's ``RedisChatMessageHistory``:
+    replicas' batches interleave), ids taken one at a time from a shared counter, a
+    lock held per item rather than per batch.
+    """
+    handles = t.handles()
+    with checking(concurrent_batches_never_interleave, t.run) as check:
+        for round_ in range(t.profile.race_rounds):
+            t.tick()
+            session = t.new_session(f"items-interleave{round_}")
+            batches = [labelled(f"w{w}", 4) for w in range(4)]
+            try:
+                _calls(t, [_writer(handles[w % len(handles)], session, b) for w, b in enumerate(batches)])
+            except Exception as exc:
+                check.add(session, f"a racing add_items() raised {describe_exception(exc)}")
+                return
+            got = read(check, t, session)
+            if got is RAISED:
+                return
+            if not _account(check, session, [x for b in batches for x in texts_of(b)], texts_of(got),
+                            "items of concurrent batches") or \
+                    not _contiguous(check, session, batches, texts_of(got), "the history holds"):
+                return
+
+
+@clause(needs=NEEDS, races=True)
+def concurrent_adds_lose_nothing(t: Target) -> None:
+    """Many writers through every handle, each adding several batches to one session at
+    once, all land: every item exactly once (lost = duplicated = unexpected = 0), each
+    writer's in the order it added them.
+
+    Catches concurrent first writes that drop items or raise ``IntegrityError`` on the
+    session row (openai-agents-python #2722), a history rewritten from a stale copy
+    (read, append, write back), a per-call ``threading.Lock()`` (#1953).
+    """
+    handles = t.handles()
+    with checking(concurrent_adds_lose_nothing, t.run) as check:
+        for round_ in range(t.profile.race_rounds):
+            t.tick()
+            session = t.new_session(f"items-many{round_}")
+            acked: list[list[object]] = [[] for _ in range(6)]
+            errors: list[str] = []
+            _calls(t, [_batches_writer(handles[w % len(handles)], session, w, acked[w], errors) for w in range(6)])
+            got = read(check, t, session)
+            if got is RAISED:
+                return
+            ok = _account(check, session, [x for a in acked for x in a], texts_of(got), "concurrent adds")
+            seen = texts_of(got)
+            for w, mine in enumerate(acked):
+                order = [seen.index(x) for x in mine if x in seen]
+                if order != sorted(order):
+                    check.add(session, f"writer {w}'s items came back out of the order it added them", mine, seen)
+                    ok = False
+            for error in errors[:3]:
+                check.add(session, f"a concurrent add_items() raised: {error}")
+                ok = False
+            if not ok:
+                return
+
+
+# --- a fresh backend, child processes -----------------------------------------------------
+
+
+@clause(needs=NEEDS, races=True)
+def first_calls_on_a_fresh_backend_succeed(t: Target) -> None:
+    """Several handles opened on a fresh backend (a new database, directory or table
+    set each round) and making their first calls at once all succeed, and every batch
+    they added is there.
+
+    Catches tables created on first use without ``IF NOT EXISTS`` or a lock ("table
+    already exists", "database is locked": openai-agents-python #4987), the first
+    session row inserted by check-then-insert (``IntegrityError``, #2722), and MariaDB
+    deadlocking on concurrent first writers (``SQLAlchemySession``).
+    """
+    with checking(first_calls_on_a_fresh_backend_succeed, t.run) as check:
+        for round_ in range(max(3, t.profile.race_rounds // 2)):
+            t.tick()
+            session = t.new_session(f"items-fresh{round_}")
+            with fresh_fixtures(t.fixtures) as fixtures:
+                errors, got = t.run(_fresh_round(t, fixtures, session))
+            for error in errors[:3]:
+                check.add(session, f"a first call on a fresh backend raised {error}: make table creation and "
+                          "the first session row idempotent under concurrency (IF NOT EXISTS, ON CONFLICT DO NOTHING)")
+            if got is not RAISED:
+                want = [x for w in range(3) for x in texts_of(labelled(f"first{w}", 2))]
+                _account(check, session, want, texts_of(got), "the first writers' items")
+            if check.violations:
+                return
+
+
+async def _fresh_round(t: Target, fixtures: dict[str, Any], session: str) -> tuple[list[str], Any]:
+    errors: list[str] = []
+
+    def first(handle: Handle, k: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            try:
+                if k < 3:
+                    await handle.call("add_items", session, labelled(f"first{k}", 2))
+                else:
+                    await handle.call("get_items", t.new_session("items-fresh-read"))
+            except Exception as exc:
+                errors.append(f"through {handle.label} ({'add_items' if k < 3 else 'get_items'}): "
+                              f"{describe_exception(exc)}")
+        return run
+
+    async with open_handles(t, fixtures, 4) as handles:
+        await races.together([first(h, k) for k, h in enumerate(handles)],
+                             threads=not any(h.is_async for h in handles))
+        try:
+            got = await handles[0].call("get_items", session)
+        except Exception as exc:
+            errors.append(f"get_items() after the first calls: {describe_exception(exc)}")
+            got = RAISED
+    return errors, got
+
+
+def process_worker(t: Target, role: str, w: int, session: str, seconds: float,
+                   size: int) -> tuple[list[str], list[str]]:
+    """In a child process, for ``seconds`` (processes wake from their barrier at
+    different moments on a busy machine; a time window makes them overlap):
+
+    - ``role="writer"``: add batches of ``size`` items to ``session`` (at least 3, at
+      most 500); returns the texts of the items it added, and what it raised;
+    - ``role="reader"``: read ``session`` over and over; returns up to 3 views that
+      held part of a batch, and what it raised.
+    """
+    got: list[str] = []
+    errors: list[str] = []
+    started = time.monotonic()
+    for b in range(500):
+        if b >= 3 and time.monotonic() - started > seconds:
+            break
+        try:
+            if role == "writer":
+                batch = labelled(f"p{w}-b{b}", size)
+                t.run(t.store.call("add_items", session, batch))
+                got += [str(x) for x in texts_of(batch)]
+                continue
+            view = [str(x) for x in texts_of(t.run(t.store.call("get_items", session)))]
+        except Exception as exc:
+            errors.append(f"process {w} ({role}): {describe_exception(exc)}")
+            break
+        counts = Counter(x.split(" #")[0] for x in view)
+        if any(n != size for n in counts.values()) and len(got) < 3:
+            got.append(" | ".join(view))
+    return got, errors
+
+
+@clause(needs=NEEDS, races=True, processes=True)
+def adds_from_processes_land_whole(t: Target) -> None:
+    """Writers in separate processes (spawned, each opening the store from its
+    importable factory), adding batches to one session at once, all land: every item
+    exactly once, each batch whole and adjacent, each writer's batches in order; and a
+    reader in another process never sees part of a batch.
+
+    Catches a lock that holds within one process only (``asyncio.Lock``,
+    ``threading.Lock``: openai-agents-python #1953), batches written item by item, a
+    history rewritten from a stale copy read by another process.
+    """
+    session = t.new_session("items-processes")
+    writers, seconds, size = 3, 2.0, 6
+    with checking(adds_from_processes_land_whole, t.run) as check:
+        t.tick()
+        roles = [*(("writer", w) for w in range(writers)), ("reader", writers)]
+        results = run_in_processes(t, process_worker, [(role, w, session, seconds, size) for role, w in roles])
+        partial_views, reader_errors = results.pop()
+        for view in partial_views[:1]:
+            check.add(session, "a reader in another process saw part of a batch: the batch is written item by item, "
+                      "not in one transaction", got=view)
+        for error in [e for _, errors in results for e in errors[:2]] + reader_errors[:2]:
+            check.add(session, f"a call in a child process raised: {error}")
+        got = read(check, t, session)
+        if got is RAISED:
+            return
+        seen = texts_of(got)
+        acked = [x for done, _ in results for x in done]
+        if not _account(check, session, acked, seen, "items added from several processes"):
+            return
+        every = [labelled(f"p{w}-b{b}", size) for w in range(writers) for b in range(len(results[w][0]) // size)]
+        _contiguous(check, session, every, seen, "the history holds")
+        for w, (done, _) in enumerate(results):
+            order = [seen.index(x) for x in done if x in seen]
+            if order != sorted(order):
+                check.add(session, f"process {w}'s items came back out of the order it added them", done, seen)

@@ -1,0 +1,360 @@
+"""``storetest check``: run the conformance suite against a store and print the report.
+
+    storetest check                              # the SQLite reference store, on a temp file
+    storetest check mypkg.stores:make_store      # a third-party store factory
+    storetest check path/to/stores.py:make_store -k "not replica and (steers or save)"
+    storetest check mypkg.stores:make_store --replica mypkg.stores:make_replica --report out.md --report out.json
+
+It calls :func:`storetest.check`, the same call every clause test of ``run_conformance``
+makes, so the verdicts are the same. Exit status: 0 when every claimed clause passed,
+1 when a clause or the factory failed (a call past the deadline, a factory's
+``SystemExit`` or ``KeyboardInterrupt`` too, each named as what it is), 4 for a usage
+error (a target that cannot be imported, with the error its own code raised), 5 when the
+selection ran no clause (none matched ``-k``, or the store claims none of those matched),
+as in pytest, and 130 when Ctrl-C interrupted the run (the clause in flight is reported
+interrupted, its teardown runs, and the report so far is printed and written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import sysconfig
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from storetest._engine.failures import describe_exception, store_frames
+from storetest._engine.profiles import PROFILES, check_call_timeout
+from storetest.clauses import CLAUSES
+from storetest.report import render, unwritable
+from storetest.results import SHOWN, Interrupted, Progress, Report, render_text
+from storetest.runner import SUPPLIED, check, check_reopen, unsupplied, with_reopen_advice, with_replica_advice
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CLAUSE, EXIT_INTERRUPTED = 0, 1, 4, 5, 130
+_DEFAULT_TARGET = "the SQLite reference store on a temporary file"
+
+
+def _sqlite(tmp_path: Path) -> Iterator[Any]:
+    from reference_stores.sqlite import SQLiteStore
+
+    with SQLiteStore(tmp_path / "sessions.db") as store:
+        yield store
+
+
+class _Usage(Exception):
+    pass
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("storetest")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _resolve(target: str, flag: str) -> Callable[..., Any]:
+    """``package.module:factory``, or a file: ``path/to/stores.py:factory``."""
+    module, sep, attribute = target.rpartition(":")
+    if not sep or not module or not attribute.isidentifier():
+        raise _Usage(f"{flag} {target!r} is not of the form package.module:factory or path/to/file.py:factory")
+    try:
+        loaded = _load_file(module, flag) if module.endswith(".py") or os.sep in module or "/" in module \
+            else importlib.import_module(module)
+    except ImportError as exc:
+        raise _Usage(f"cannot import {module!r} for {flag}: {exc}") from None
+    except Exception as exc:  # the target's own code raised while it was imported
+        raise _Usage(f"cannot import {module!r} for {flag}: {_own_frames(exc)}") from None
+    factory = getattr(loaded, attribute, None)
+    if not callable(factory):
+        raise _Usage(f"{module!r} has no callable {attribute!r} for {flag}; name a function that "
+                     "returns (or yields) a store")
+    return factory  # type: ignore[no-any-return]
+
+
+def _load_file(path: str, flag: str) -> Any:
+    """The module in file ``path``, imported as ``python path`` would (its directory
+    first on ``sys.path``, so its neighbours import), once however often it is named."""
+    file = Path(path).resolve()
+    if not file.is_file():
+        raise _Usage(f"{flag}: no file {path!r} (from {os.getcwd()})")
+    name = file.stem
+    loaded = sys.modules.get(name)
+    known = getattr(loaded, "__file__", None)
+    if known and Path(known).resolve() == file:
+        return loaded
+    if not name.isidentifier():
+        raise _Usage(f"{flag}: {file.name!r} cannot be imported as a module (its name is not an identifier)")
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise _Usage(f"{flag}: cannot import {path!r} as a Python module")
+    sys.path.insert(0, str(file.parent))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # the store's frames and its dataclasses need it there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _reopen(args: argparse.Namespace) -> Callable[..., Any] | None:
+    """``--reopen``: an importable function, checked before the run; ``None`` without it."""
+    if not args.reopen:
+        return None
+    if args.target is None:
+        raise _Usage("--reopen needs a TARGET too")
+    reopen = _resolve(args.reopen, "--reopen")
+    try:
+        check_reopen(reopen, "--reopen")
+    except TypeError as exc:
+        raise _Usage(str(exc)) from None
+    return reopen
+
+
+def _own_frames(error: BaseException) -> str:
+    """The error and the frames of the target's own code (not importlib's, not storetest's)."""
+    theirs = ("<", str(Path(__file__).parent) + os.sep, sysconfig.get_paths()["stdlib"] + os.sep)
+    roots = [f.filename for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(theirs)]
+    return store_frames(error, roots) if roots else describe_exception(error)
+
+
+_TOKEN = re.compile(r"\s*(\(|\)|,|[^\s(),]+)")
+
+
+def _selected(keyword: str | None) -> list[str] | None:
+    """The clauses ``-k`` selects, in pytest's grammar: words matched (ignoring case)
+    against the clause's name, joined by ``and``, ``or`` (or ``,``), ``not`` and
+    parentheses. Returns every clause when nothing is given; may return none."""
+    if not keyword:
+        return None
+    tokens = [t.lower() if t.lower() in ("and", "or", "not") else t for t in _TOKEN.findall(keyword)]
+    tokens = ["or" if t == "," else t for t in tokens]
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at] if at < len(tokens) else None
+
+    def take(expected: str | None = None) -> str:
+        nonlocal at
+        token = peek()
+        if token is None or (expected is not None and token != expected):
+            where = f"at {token!r}" if token is not None else "at its end"
+            raise _Usage(f"-k {keyword!r}: expected {expected or 'a word'} {where} (a pytest -k expression: "
+                         "words joined by and / or / not and parentheses)")
+        if expected is None and token in ("and", "or", "not", "(", ")"):
+            raise _Usage(f"-k {keyword!r}: expected a word at {token!r}")
+        at += 1
+        return token
+
+    def either() -> Callable[[str], bool]:
+        parts = [both()]
+        while peek() == "or":
+            take("or")
+            parts.append(both())
+        return lambda name: any(p(name) for p in parts)
+
+    def both() -> Callable[[str], bool]:
+        parts = [negated()]
+        while peek() == "and":
+            take("and")
+            parts.append(negated())
+        return lambda name: all(p(name) for p in parts)
+
+    def negated() -> Callable[[str], bool]:
+        if peek() == "not":
+            take("not")
+            inner = negated()
+            return lambda name: not inner(name)
+        if peek() == "(":
+            take("(")
+            inner = either()
+            take(")")
+            return inner
+        word = take().lower()
+        return lambda name: word in name.lower()
+
+    matches = either()
+    if peek() is not None:
+        raise _Usage(f"-k {keyword!r}: unexpected {peek()!r} (join words with and / or)")
+    return [c.name for c in CLAUSES if matches(c.name)]
+
+
+def _writable(paths: list[str]) -> None:
+    """Refuse, before the run, a report path that cannot be written."""
+    for path in paths:
+        problem = unwritable(path)
+        if problem:
+            raise _Usage(f"--report {path!r}: {problem}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="storetest", description=(__doc__ or "").split("\n\n")[0].replace("``", "")
+    )
+    parser.add_argument("--version", action="version", version=f"storetest {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser(
+        "check",
+        help="run the conformance suite against a store and print the report",
+        description="Run every clause against a store. Exit 0 when every claimed clause passed, "
+        "1 when a clause or the factory failed (a call past --call-timeout, a factory's SystemExit or "
+        "KeyboardInterrupt too), 4 for a usage error (also a target that cannot be imported), "
+        "5 when the selection ran no clause, 130 when interrupted by Ctrl-C (the report so far is "
+        "printed and written; Ctrl-C again exits at once).",
+    )
+    run.add_argument("target", nargs="?",
+                     help=f"package.module:factory or path/to/file.py:factory, a callable returning (or "
+                     f"yielding) the store; default: {_DEFAULT_TARGET}")
+    run.add_argument("--replica", metavar="MODULE:FACTORY", help="a callable giving a second handle on the same data")
+    run.add_argument("--reopen", metavar="MODULE:FACTORY",
+                     help="a function opening the same data from another process (its parameters named like "
+                     "the factory's): runs the crash clauses, which kill a process writing through the store")
+    run.add_argument("--name", help="label for the report (default: the store's class name)")
+    run.add_argument("--report", metavar="FILE", action="append", default=[],
+                     help="also write the report to FILE (.json JSON, .html HTML, else Markdown); "
+                     "give it again for more than one")
+    run.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                     help="effort: fast (default, or STORETEST_PROFILE), ci, thorough (slow)")
+    run.add_argument("--idle", type=float, metavar="SECONDS",
+                     help="also run data_survives_idle: write, wait SECONDS, read back (expiry)")
+    run.add_argument("--seed", type=int, help="seed for generated inputs (a failure prints the one it used)")
+    run.add_argument("--nonce", help="with the seed, fixes the session ids (a failure prints it)")
+    run.add_argument("-k", dest="keyword", metavar="EXPRESSION",
+                     help="only clauses matching the expression, as pytest's -k: words matched against the "
+                     "clause name, with and, or (or a comma), not and parentheses")
+    run.add_argument("-q", "--quiet", action="store_true", help="no line per clause as it finishes")
+    run.add_argument("--call-timeout", type=float, metavar="SECONDS",
+                     help="seconds one call into the store or a factory may take before it is reported "
+                     "stuck and its clause ends (default: the profile's, 60)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns its exit status. Ctrl-C outside a run (while a target
+    imports, or a report is written) exits 130 too, with one line, not a traceback."""
+    try:
+        return _command(argv)
+    except KeyboardInterrupt:
+        print("\nstoretest check: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _command(argv: list[str] | None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_OK if exc.code == 0 else EXIT_USAGE
+    # Importing the target must work from the caller's directory, as `python -m` would.
+    sys.path.insert(0, os.getcwd())
+    factory: Callable[..., Any]
+    replica: Callable[..., Any] | None
+    try:
+        if args.target is None:
+            if args.replica:
+                raise _Usage("--replica needs a TARGET too")
+            # Both calls get the clause's one tmp_path: two handles on one file.
+            factory, replica = _sqlite, _sqlite
+        else:
+            factory = _resolve(args.target, "TARGET")
+            replica = _resolve(args.replica, "--replica") if args.replica else None
+        reopen = _reopen(args)
+        missing = unsupplied([factory, replica, reopen], {})
+        if missing:
+            raise _Usage(
+                f"the factory's parameter {missing[0]!r} is not something storetest check can supply "
+                f"(it supplies {', '.join(SUPPLIED)}): give it a default, or name a factory that "
+                f"takes only those (a function of a few lines that calls yours)")
+        clauses = _selected(args.keyword)
+        _writable(args.report)
+        try:
+            check_call_timeout(args.call_timeout)
+        except ValueError as exc:
+            raise _Usage(f"--{exc}") from None
+    except _Usage as exc:
+        print(f"storetest check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if clauses == []:
+        print(f"storetest check: -k {args.keyword!r} matches no clause; ran nothing. The clauses are: "
+              f"{', '.join(c.name for c in CLAUSES)}", file=sys.stderr)
+        return EXIT_NO_CLAUSE
+
+    def progress(state: Progress) -> None:
+        if args.quiet:
+            return
+        if state.result is not None:
+            r = state.result
+            print(f"  [{state.index + 1}/{state.total}] {SHOWN[r.outcome]:5} {r.clause} ({r.seconds:.2f}s)",
+                  flush=True)
+        elif state.elapsed:
+            flying = f"; {state.flying()}" if state.in_flight else ""
+            print(f"  [{state.index + 1}/{state.total}] ...   {state.clause}: {state.elapsed:.0f}s, "
+                  f"{state.examples} examples or rounds done{flying}", flush=True)
+
+    try:
+        report = check(factory, replica, clauses=clauses, profile=args.profile, seed=args.seed,
+                       nonce=args.nonce, name=args.name, progress=progress, idle=args.idle, reopen=reopen,
+                       call_timeout=args.call_timeout)
+    except (TypeError, ValueError) as exc:
+        print(f"storetest check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Interrupted as stop:
+        # Ctrl-C: the verdicts so far, the clause in flight as interrupted, every report written.
+        _print(with_reopen_advice(with_replica_advice(_with_replays(stop.report, args),
+                                                      "pass --replica MODULE:FACTORY"),
+                                  "pass --reopen MODULE:FACTORY"), args)
+        print(f"storetest check: {stop.report.interrupted}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    report = with_replica_advice(_with_replays(report, args), "pass --replica MODULE:FACTORY")
+    report = with_reopen_advice(report, "pass --reopen MODULE:FACTORY")
+    _print(report, args)
+    if not report.ran:
+        print(f"storetest check: the store claims none of the {len(report.results)} clauses selected; "
+              "ran nothing", file=sys.stderr)
+        return EXIT_NO_CLAUSE
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _with_replays(report: Report, args: argparse.Namespace) -> Report:
+    """Each failure carries the command that replays it from the author's shell."""
+    command = ["storetest", "check", *([args.target] if args.target else [])]
+    if args.replica:
+        command += ["--replica", args.replica]
+    if args.idle is not None:
+        command += ["--idle", f"{args.idle:g}"]
+    if args.reopen:
+        command += ["--reopen", args.reopen]
+    results = tuple(
+        replace(r, replay=" ".join([*command, *report.replay(r.clause)])) if r.outcome in ("failed", "error")
+        else r
+        for r in report.results
+    )
+    return replace(report, results=results)
+
+
+def _print(report: Report, args: argparse.Namespace) -> None:
+    for failure in report.failures():
+        if failure.setup:
+            # Said once: the factory fails before any clause could run.
+            print(f"\n{failure.diagnosis}\n{failure.details}")
+            print(f"{len(report.not_run)} clauses not run: the factory fails before them")
+            continue
+        print(f"\n{failure.clause}: {failure.outcome}\n{failure.details or failure.diagnosis}")
+        print(f"replay: {failure.replay}")
+    print()
+    print(render_text(report))
+    for path in args.report:
+        Path(path).write_text(render([report], path) + "\n", encoding="utf-8")
+        print(f"report written to {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
