@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from storetest._engine.explain import explain_text, minimal_diff
 from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
 from storetest.entries import Compaction, Custom, Entry
 
@@ -118,35 +119,14 @@ def describe_text(sent: str, got: str) -> str:
                 "affinity (SQLite JSON, STRING or NUMERIC) turned the text into a number"
             )
         return f"came back as {type(got).__name__}, not str"
-    sent_bytes, got_bytes = sent.encode("utf-8"), got.encode("utf-8", "surrogatepass")
-    if got == sent.replace("\x00", ""):
-        return "NUL lost: every \\x00 character was dropped"
-    if "\x00" in sent and got == sent[: sent.index("\x00")]:
-        return "truncated at the first NUL (a C-string boundary)"
-    if got == sent.rstrip():
-        return "trailing whitespace stripped (a PAD SPACE comparison or a strip())"
-    if got == sent.strip():
-        return "surrounding whitespace stripped"
-    if got == sent.replace("\r\n", "\n"):
-        return "CRLF turned into LF (a text-mode or newline-normalizing layer)"
-    for form in ("NFC", "NFD", "NFKC", "NFKD"):
-        if got == unicodedata.normalize(form, sent):
-            return f"Unicode normalized to {form}"
-    as_json = _describe_json(sent, got)
-    if as_json:
-        return as_json
+    explained = explain_text(sent, got, _describe_json)
+    if explained:
+        return explained
     if "\ufffd" in got and "\ufffd" not in sent:
         return "characters replaced by U+FFFD (an encoding that cannot hold them, e.g. utf8mb3 or latin1)"
     if "?" in got and len(got) == len(sent) and "?" not in sent:
         return "characters replaced by '?' (a charset that cannot hold them, e.g. utf8mb3 or latin1)"
-    if len(got_bytes) < len(sent_bytes) and sent_bytes.startswith(got_bytes.rstrip(b"?")):
-        return (
-            f"truncated at {len(got_bytes)} bytes of {len(sent_bytes)} "
-            "(a length-limited column such as TEXT or VARCHAR)"
-        )
-    if got == sent.lower() or got == sent.upper():
-        return "case changed"
-    return "text changed"
+    return "text changed, by no known transform: " + minimal_diff(sent, got)
 
 
 def _describe_part(sent: Content, got: Content) -> str:
