@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from storetest._engine.diagnosis import describe_text
+from storetest import Message
+from storetest._engine.diagnosis import describe_text, describe_transcript
 from storetest._engine.explain import TRANSFORMS, explain_text, minimal_diff, truncation
 
 #: For each transform's line, a value it changes in a way no earlier transform does.
@@ -114,3 +115,37 @@ def test_nothing_known_gives_a_minimal_diff() -> None:
 def test_a_minimal_diff_counts_bytes_and_escapes_the_window() -> None:
     line = minimal_diff("\u00e9\u00e9\x01tail", "\u00e9\u00e9\x02tail")
     assert "character 2 (byte 4)" in line and "\\x01" in line and "\\x02" in line
+
+
+# --- whole transcripts -------------------------------------------------------------------
+
+
+def _user(*texts: str) -> list[Message]:
+    return [Message.text("user", t) for t in texts]
+
+
+def test_a_transcript_read_newest_first_is_named() -> None:
+    sent = _user("a", "b", "c")
+    assert describe_transcript(sent, sent[::-1]).startswith("messages came back newest first: all 3")
+
+
+def test_twins_dropped_are_named_as_deduplicated() -> None:
+    sent = _user("a", "b", "a", "c", "b")
+    assert describe_transcript(sent, _user("a", "b", "c")).startswith("identical messages deduplicated: 5 saved, 3")
+
+
+def test_adjacent_messages_of_one_role_merged_exactly_or_by_text() -> None:
+    sent = [*_user("a", "b"), Message.text("assistant", "c"), *_user("d", "e", "f")]
+    parts = [Message("user", sent[0].content + sent[1].content), sent[2],
+             Message("user", sent[3].content + sent[4].content + sent[5].content)]
+    assert "(their content parts joined)" in describe_transcript(sent, parts)
+    joined = [Message.text("user", "a\n\nb"), sent[2], Message.text("user", "d e f")]
+    line = describe_transcript(sent, joined)
+    assert line.startswith("adjacent messages of the same role merged into one: 6 saved, 3 came back"), line
+    assert "(their texts joined into one)" in line
+
+
+def test_messages_lost_are_not_called_merged() -> None:
+    sent = _user("a", "b", "c")
+    line = describe_transcript(sent, _user("a"))
+    assert "merged" not in line and line.startswith("messages lost: 1 of 3 came back"), line

@@ -220,6 +220,9 @@ def describe_transcript(
         return "the save was ignored: the previous transcript is still there"
     if previous and got == previous + sent:
         return "appended instead of replaced: the save added to the old transcript"
+    shape = _sequence_transform(sent, got)
+    if shape:
+        return shape
     if len(got) != len(sent):
         if got == sent[: len(got)]:
             return (f"messages lost: {len(got)} of {len(sent)} came back (the rest cut off, from "
@@ -245,6 +248,53 @@ def describe_transcript(
             if pa != pb:
                 return f"message {i}, content[{j}] {_describe_part(pa, pb)}"
     return "transcript changed"
+
+
+def _merged_by_role(messages: Sequence[Message]) -> list[Message]:
+    merged: list[Message] = []
+    for m in messages:
+        if merged and merged[-1].role == m.role:
+            merged[-1] = Message(m.role, merged[-1].content + m.content)
+        else:
+            merged.append(m)
+    return merged
+
+
+def _texts(message: Message) -> list[str]:
+    return [p.text for p in message.content if isinstance(p, Text)]
+
+
+def _texts_joined(runs: list[Message], got: list[Message]) -> bool:
+    """Each message of ``got`` has its run's role and holds every text of the run, in order."""
+    if [m.role for m in got] != [m.role for m in runs]:
+        return False
+    for run, one in zip(runs, got, strict=True):
+        joined, at = "\n".join(_texts(one)), 0
+        for text in _texts(run):
+            found = joined.find(text, at)
+            if found < 0:
+                return False
+            at = found + len(text)
+    return True
+
+
+def _sequence_transform(sent: list[Message], got: list[Message]) -> str | None:
+    """A known reshaping of the whole list: read newest first, twins dropped, adjacent
+    messages of one role merged (first exactly, then by their roles alone)."""
+    if len(sent) > 2 and got == sent[::-1]:  # two swapped are just "reordered"
+        return (f"messages came back newest first: all {len(sent)} in reverse order (a read ordered by "
+                "position descending, or a list pushed at its head)")
+    unique = list(dict.fromkeys(sent))
+    if len(unique) < len(sent) and got == unique:
+        return (f"identical messages deduplicated: {len(sent)} saved, {len(got)} came back, each repeat "
+                "dropped (a unique constraint on content, or a set)")
+    if len(got) < len(sent):
+        runs = _merged_by_role(sent)
+        if len(runs) < len(sent) and (got == runs or _texts_joined(runs, got)):
+            how = "their content parts joined" if got == runs else "their texts joined into one"
+            return (f"adjacent messages of the same role merged into one: {len(sent)} saved, {len(got)} came "
+                    f"back, one per run of a role ({how}); a transcript keeps every message as saved")
+    return None
 
 
 def _examples(items: Sequence[str], limit: int = 3) -> str:
