@@ -214,7 +214,7 @@ BROKEN: list[BrokenStore] = [
     _broken("memory-newest-first", NewestFirstStore, "the transcript read newest first",
             "ORDER BY id DESC; LPUSH + LRANGE", "transcript_round_trips_exactly", "newest first"),
     _broken("memory-deduplicated", DeduplicatingStore, "identical messages kept once",
-            "a UNIQUE (session, content hash) with ON CONFLICT DO NOTHING", "save_replaces_the_transcript",
+            "a UNIQUE (session, content hash) with ON CONFLICT DO NOTHING", "transcript_round_trips_exactly",
             "identical messages deduplicated"),
     _broken("memory-previous-save", PreviousSaveStore, "messages() returns the save before the last",
             "a read-through cache filled before the write commits", "save_replaces_the_transcript",
