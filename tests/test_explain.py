@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from storetest import Message
+from storetest import Message, check
 from storetest._engine.diagnosis import describe_text, describe_transcript
 from storetest._engine.explain import TRANSFORMS, explain_text, minimal_diff, truncation
+from tests.broken_stores import registry
 
 #: For each transform's line, a value it changes in a way no earlier transform does.
 SAMPLES: dict[str, str] = {
@@ -149,3 +150,19 @@ def test_messages_lost_are_not_called_merged() -> None:
     sent = _user("a", "b", "c")
     line = describe_transcript(sent, _user("a"))
     assert "merged" not in line and line.startswith("messages lost: 1 of 3 came back"), line
+
+
+# --- the most specific failure first -------------------------------------------------------
+
+
+def test_a_cause_is_reported_before_the_symptom_it_causes() -> None:
+    """A batch written item by item fails the clear race (a symptom: "the clear and the add
+    interleaved") and the batch clause (the cause: "written item by item"); the report's
+    failures put the cause first, while the rows keep their run order."""
+    broken = next(b for b in registry() if b.name == "items-batch-item-by-item")
+    race, batch = "clear_racing_add_lands_before_or_after", "a_batch_is_atomic_to_readers"
+    report = check(broken.factory, clauses=[race, batch], seed=3)
+    assert [r.clause for r in report.results] == [race, batch]
+    assert [r.outcome for r in report.results] == ["failed", "failed"], report
+    assert [r.clause for r in report.failures()] == [batch, race]
+    assert "item by item" in report.failures()[0].diagnosis.partition("\n")[0]
