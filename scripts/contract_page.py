@@ -81,6 +81,7 @@ one-line test file.
 - [{contract_title}](#the-transcript-store-contract): messages, roles, session ids, the four methods, errors
 {extra_toc}- [The codec](#the-codec): a lossless text encoding of messages, if you want one
 - [Factory and store lifecycle](#factory-and-store-lifecycle): what is called when, and what a factory is given
+- [What a failure means](#what-a-failure-means): the transforms a diagnosis names
 - [The clauses](#the-clauses): every clause, what it checks and the real bug it exists for
 """
 
@@ -648,6 +649,33 @@ def render_capabilities() -> list[str]:
     return [*out, ""]
 
 
+FAILURE_PROSE = """\
+## What a failure means
+
+A failure's first line says what kind of damage the store did, found by explanation:
+for a value that came back different, storetest applies each transform below to what
+was sent, and the first whose result is what came back is the diagnosis (then a cut at
+a count, then two transforms in a row on short values). A cut is named by its count in
+characters and in UTF-8 bytes, and by the column width it matches, if any. A list that
+came back reshaped is named before its items are compared: read newest first, identical
+messages deduplicated, adjacent messages of one role merged. When nothing explains a
+difference, the line is a minimal diff: the first differing position in characters and
+bytes, a window of both values, and both lengths. The catalogue is
+`storetest._engine.explain.TRANSFORMS`, in this order:
+
+| kind of layer | the line a store author reads |
+|---|---|
+{rows}
+"""
+
+
+def render_failures() -> list[str]:
+    explain = importlib.import_module("storetest._engine.explain")
+    bar = "\\|"
+    rows = "\n".join(f"| {t.family} | {t.line.replace('|', bar)} |" for t in explain.TRANSFORMS)
+    return FAILURE_PROSE.format(rows=rows).splitlines()
+
+
 def render() -> str:
     """The page, as the code stands."""
     sections: list[str] = []
@@ -666,7 +694,7 @@ def render() -> str:
             extra_toc += f"- [{title}](#{_slug(title)}): `{name}`\n"
     text = "\n".join([
         INTRO.format(contract_title=CONTRACT_MODULES[0][1], extra_toc=extra_toc),
-        *sections, *render_codec(), *render_lifecycle(), "", *render_clauses(),
+        *sections, *render_codec(), *render_lifecycle(), "", *render_failures(), "", *render_clauses(),
     ])
     # One blank line between blocks, none at the end of a line, one newline at the end.
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in text.splitlines()))

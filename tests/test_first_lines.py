@@ -31,7 +31,7 @@ BROKEN = {b.name: b for b in registry()}
 FIRST_LINES = {
     "memory-tool-result-truncated": "message 0, content[0] ToolResult.content: truncated at 65535 bytes",
     "memory-nul-refused-and-truncated": "message 0, content[0] Text.text: truncated at 65535 bytes",
-    "memory-tool-name-truncated": "ToolCall.name: truncated at 122 bytes of 256",
+    "memory-tool-name-truncated": "ToolCall.name: truncated at 64 characters of 132 (122 bytes of 256): a 64-wide",
     "memory-attachment-truncated": "message 0, content[0] Attachment.data: truncated at 65535 bytes of 1048576",
     "memory-media-type-normalized": "media_type: case changed",
     "memory-tool-calls-by-id": "3 content parts saved, 2 came back: 1 content part(s) lost: #0 (ToolCall(",

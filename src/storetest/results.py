@@ -141,7 +141,14 @@ class Report:
         return any(r.outcome != "not claimed" for r in self.results)
 
     def failures(self) -> list[ClauseResult]:
-        return [r for r in self.results if r.outcome in ("failed", "error")]
+        """Failed and errored clauses, the most specific first: a clause that names a
+        cause (a batch written item by item) before one whose failure is usually its
+        symptom (the clear race, the state machine: ``Clause.symptom``), else in run order."""
+        from storetest.clauses import CLAUSES
+
+        symptoms = {c.name for c in CLAUSES if c.symptom}
+        failed = [r for r in self.results if r.outcome in ("failed", "error")]
+        return sorted(failed, key=lambda r: r.clause in symptoms)
 
     def claimed(self) -> list[ClauseResult]:
         """The rows a table shows: every result but the clauses the store does not claim."""

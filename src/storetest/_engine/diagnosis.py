@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from storetest._engine.explain import explain_text, minimal_diff
 from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
 from storetest.entries import Compaction, Custom, Entry
 
@@ -118,35 +119,14 @@ def describe_text(sent: str, got: str) -> str:
                 "affinity (SQLite JSON, STRING or NUMERIC) turned the text into a number"
             )
         return f"came back as {type(got).__name__}, not str"
-    sent_bytes, got_bytes = sent.encode("utf-8"), got.encode("utf-8", "surrogatepass")
-    if got == sent.replace("\x00", ""):
-        return "NUL lost: every \\x00 character was dropped"
-    if "\x00" in sent and got == sent[: sent.index("\x00")]:
-        return "truncated at the first NUL (a C-string boundary)"
-    if got == sent.rstrip():
-        return "trailing whitespace stripped (a PAD SPACE comparison or a strip())"
-    if got == sent.strip():
-        return "surrounding whitespace stripped"
-    if got == sent.replace("\r\n", "\n"):
-        return "CRLF turned into LF (a text-mode or newline-normalizing layer)"
-    for form in ("NFC", "NFD", "NFKC", "NFKD"):
-        if got == unicodedata.normalize(form, sent):
-            return f"Unicode normalized to {form}"
-    as_json = _describe_json(sent, got)
-    if as_json:
-        return as_json
+    explained = explain_text(sent, got, _describe_json)
+    if explained:
+        return explained
     if "\ufffd" in got and "\ufffd" not in sent:
         return "characters replaced by U+FFFD (an encoding that cannot hold them, e.g. utf8mb3 or latin1)"
     if "?" in got and len(got) == len(sent) and "?" not in sent:
         return "characters replaced by '?' (a charset that cannot hold them, e.g. utf8mb3 or latin1)"
-    if len(got_bytes) < len(sent_bytes) and sent_bytes.startswith(got_bytes.rstrip(b"?")):
-        return (
-            f"truncated at {len(got_bytes)} bytes of {len(sent_bytes)} "
-            "(a length-limited column such as TEXT or VARCHAR)"
-        )
-    if got == sent.lower() or got == sent.upper():
-        return "case changed"
-    return "text changed"
+    return "text changed, by no known transform: " + minimal_diff(sent, got)
 
 
 def _describe_part(sent: Content, got: Content) -> str:
@@ -240,6 +220,9 @@ def describe_transcript(
         return "the save was ignored: the previous transcript is still there"
     if previous and got == previous + sent:
         return "appended instead of replaced: the save added to the old transcript"
+    shape = _sequence_transform(sent, got)
+    if shape:
+        return shape
     if len(got) != len(sent):
         if got == sent[: len(got)]:
             return (f"messages lost: {len(got)} of {len(sent)} came back (the rest cut off, from "
@@ -265,6 +248,53 @@ def describe_transcript(
             if pa != pb:
                 return f"message {i}, content[{j}] {_describe_part(pa, pb)}"
     return "transcript changed"
+
+
+def _merged_by_role(messages: Sequence[Message]) -> list[Message]:
+    merged: list[Message] = []
+    for m in messages:
+        if merged and merged[-1].role == m.role:
+            merged[-1] = Message(m.role, merged[-1].content + m.content)
+        else:
+            merged.append(m)
+    return merged
+
+
+def _texts(message: Message) -> list[str]:
+    return [p.text for p in message.content if isinstance(p, Text)]
+
+
+def _texts_joined(runs: list[Message], got: list[Message]) -> bool:
+    """Each message of ``got`` has its run's role and holds every text of the run, in order."""
+    if [m.role for m in got] != [m.role for m in runs]:
+        return False
+    for run, one in zip(runs, got, strict=True):
+        joined, at = "\n".join(_texts(one)), 0
+        for text in _texts(run):
+            found = joined.find(text, at)
+            if found < 0:
+                return False
+            at = found + len(text)
+    return True
+
+
+def _sequence_transform(sent: list[Message], got: list[Message]) -> str | None:
+    """A known reshaping of the whole list: read newest first, twins dropped, adjacent
+    messages of one role merged (first exactly, then by their roles alone)."""
+    if len(sent) > 2 and got == sent[::-1]:  # two swapped are just "reordered"
+        return (f"messages came back newest first: all {len(sent)} in reverse order (a read ordered by "
+                "position descending, or a list pushed at its head)")
+    unique = list(dict.fromkeys(sent))
+    if len(unique) < len(sent) and got == unique:
+        return (f"identical messages deduplicated: {len(sent)} saved, {len(got)} came back, each repeat "
+                "dropped (a unique constraint on content, or a set)")
+    if len(got) < len(sent):
+        runs = _merged_by_role(sent)
+        if len(runs) < len(sent) and (got == runs or _texts_joined(runs, got)):
+            how = "their content parts joined" if got == runs else "their texts joined into one"
+            return (f"adjacent messages of the same role merged into one: {len(sent)} saved, {len(got)} came "
+                    f"back, one per run of a role ({how}); a transcript keeps every message as saved")
+    return None
 
 
 def _examples(items: Sequence[str], limit: int = 3) -> str:

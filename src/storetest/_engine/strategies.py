@@ -81,6 +81,8 @@ NASTY_TEXTS: tuple[str, ...] = (
     "\ufeffBOM",
     "\u2028\u2029",
     "\U0010ffff",
+    "\x80\x85 C1 \x91quoted\x92 \x9f",
+    "100%41 %e2%82%ac & &amp;",
 )
 
 #: Tool-call arguments that a JSON column, a JSON parser or a text normalizer rewrites.

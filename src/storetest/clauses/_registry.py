@@ -33,6 +33,10 @@ class Clause:
     idle: bool = False
     #: Needs a factory that reopens the data from another process (``reopen=``).
     reopen: bool = False
+    #: Mixes several operations (a state machine, a clear racing adds): its failure is
+    #: usually the symptom of a bug another clause names as a cause, so a report shows
+    #: it after the others (:meth:`storetest.Report.failures`).
+    symptom: bool = False
 
     @property
     def promise(self) -> str:
@@ -56,7 +60,7 @@ CLAUSES: list[Clause] = []
 
 def clause(
     *, needs: Iterable[str] = ("transcript",), replica: bool = False, races: bool = False,
-    processes: bool = False, idle: bool = False, reopen: bool = False,
+    processes: bool = False, idle: bool = False, reopen: bool = False, symptom: bool = False,
 ) -> Callable[[Callable[[Target], None]], Callable[[Target], None]]:
     """Register the decorated function as a clause."""
     wanted = frozenset(needs)
@@ -68,7 +72,7 @@ def clause(
         if any(c.name == fn.__name__ for c in CLAUSES):
             raise ValueError(f"two clauses are named {fn.__name__!r}")
         topic = fn.__module__.rsplit(".", 1)[-1]
-        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic, processes, idle, reopen))
+        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic, processes, idle, reopen, symptom))
         return fn
 
     return register

@@ -52,7 +52,7 @@ def transcript_round_trips_exactly(t: Target) -> None:
     (two tool calls with one id in a message). Catches text normalized to NFC, trailing
     whitespace stripped, CRLF turned into LF, NUL dropped, emoji mangled by a 3-byte
     charset, attachment bytes decoded as text, a ``VARCHAR(64)`` tool name or id,
-    lower-cased media types, tool calls kept in a dict by id.
+    lower-cased media types, tool calls kept in a dict by id, identical messages stored once.
     """
     # Every known-troublesome text in every place text goes, before anything random,
     # so a normalizing store is caught on every run, not on a lucky draw.
@@ -60,6 +60,9 @@ def transcript_round_trips_exactly(t: Target) -> None:
         Message("user", (Text(text), ToolResult(f"call_{i}", text), ToolCall(text, text, "{}")))
         for i, text in enumerate(strategies.NASTY_TEXTS)
     ] + [Message("user", (a,)) for a in strategies.NASTY_ATTACHMENTS] + list(strategies.LIMIT_MESSAGES)
+    # Twins, apart and side by side: a transcript keeps a message said twice, twice.
+    corpus += [Message.text("user", "twin"), Message.text("assistant", "between"), Message.text("user", "twin"),
+               Message.text("user", "twin")]
     with checking(transcript_round_trips_exactly, t.run) as check:
         _round_trip_each(t, check, t.new_session("roundtrip"), corpus)
 

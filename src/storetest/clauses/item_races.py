@@ -99,7 +99,7 @@ def _pop_round(t: Target, check: Check, session: str, stored: list[Item]) -> boo
     return expect(check, session, [], read(check, t, session), "after every pop: ", short=True) and ok
 
 
-@clause(needs=NEEDS, races=True)
+@clause(needs=NEEDS, races=True, symptom=True)
 def clear_racing_add_lands_before_or_after(t: Target) -> None:
     """A ``clear_session`` racing an ``add_items`` raises nothing and leaves the
     session as if one ran first: empty (add, then clear) or exactly the batch (clear,

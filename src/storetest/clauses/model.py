@@ -29,7 +29,7 @@ from storetest.clauses._support import hypothesis_settings
 from storetest.contract import Message
 
 
-@clause()
+@clause(symptom=True)
 def store_matches_model(t: Target) -> None:
     """Long random interleavings of every operation the store claims, over several
     sessions and handles, match a plain in-memory model at every step.

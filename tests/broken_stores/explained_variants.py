@@ -1,0 +1,222 @@
+"""Broken stores whose damage only an explanation names: each does one known thing to
+what it keeps (a charset, an escape, a JSON layer, a merge, an order, a stale version),
+and the first line of its failure must name that thing, not a symptom ("text changed",
+"36 lost", "the rest cut off"). They are the bugs measured from outside that earlier
+diagnoses described vaguely or wrongly; the engine behind their lines is
+:mod:`storetest._engine.explain` and the sequence checks of
+:func:`storetest._engine.diagnosis.describe_transcript`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from reference_stores.memory import MemoryStore
+from storetest.contract import Content, Message, Text, ToolCall, ToolResult, check_messages, check_session_id
+from tests.broken_stores import BrokenStore
+
+
+class _TextLayerStore(MemoryStore):
+    """Saves every text field (message text, tool results) through ``layer``."""
+
+    @staticmethod
+    def layer(text: str) -> str:
+        return text
+
+    def _part(self, part: Content) -> Content:
+        if isinstance(part, Text):
+            return Text(self.layer(part.text))
+        if isinstance(part, ToolResult):
+            return replace(part, content=self.layer(part.content))
+        return part
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        self.backend.transcripts[session] = tuple(
+            replace(m, content=tuple(self._part(p) for p in m.content)) for m in check_messages(messages))
+
+
+class Cp1252Store(_TextLayerStore):
+    """Text written through a latin1 connection and read back as Windows-1252: the C1
+    controls (U+0080-U+009F) come back as the characters cp1252 puts at those bytes.
+
+    In the wild: MySQL's ``latin1`` is cp1252, so a latin1 column read by a client that
+    decodes strictly as latin-1 (or the reverse) swaps these characters.
+    """
+
+    @staticmethod
+    def layer(text: str) -> str:
+        return "".join(bytes([ord(c)]).decode("cp1252", "replace") if 0x80 <= ord(c) <= 0x9F else c for c in text)
+
+
+class PercentDecodingStore(_TextLayerStore):
+    """Text URL-decoded on the way in: ``%41`` comes back ``A``.
+
+    In the wild: a store behind an HTTP API that form-encodes the body and a server that
+    decodes it twice.
+    """
+
+    @staticmethod
+    def layer(text: str) -> str:
+        return urllib.parse.unquote(text)
+
+
+class HtmlEscapingStore(_TextLayerStore):
+    """Text HTML-escaped on the way in (``&`` becomes ``&amp;``, quotes escaped).
+
+    In the wild: a sanitizer or template filter applied to a value bound for a page,
+    left on the path to the database.
+    """
+
+    @staticmethod
+    def layer(text: str) -> str:
+        return html.escape(text)
+
+
+class _ArgumentsLayerStore(MemoryStore):
+    @staticmethod
+    def layer(arguments: str) -> str:
+        return arguments
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        self.backend.transcripts[session] = tuple(
+            replace(m, content=tuple(replace(p, arguments=self.layer(p.arguments)) if isinstance(p, ToolCall) else p
+                                     for p in m.content))
+            for m in check_messages(messages))
+
+
+class EmptyArgumentsAsObjectStore(_ArgumentsLayerStore):
+    """Empty tool-call arguments stored as ``'{}'``.
+
+    In the wild: a JSON column with ``DEFAULT '{}'`` and an ORM that writes ``None`` for
+    an empty string; adapters that "fix" arguments a model left empty.
+    """
+
+    @staticmethod
+    def layer(arguments: str) -> str:
+        return arguments or "{}"
+
+
+class JsonStringUnwrappingStore(_ArgumentsLayerStore):
+    """Arguments parsed, and a JSON string kept as its content (``'"just a string"'``
+    comes back ``'just a string'``); objects are kept as text.
+
+    In the wild: ``args = json.loads(raw); store(args if isinstance(args, str) else raw)``
+    in adapters that accept a provider's arguments as a string or an object.
+    """
+
+    @staticmethod
+    def layer(arguments: str) -> str:
+        try:
+            value = json.loads(arguments)
+        except ValueError:
+            return arguments
+        return value if isinstance(value, str) else arguments
+
+
+class MergesSameRoleStore(MemoryStore):
+    """Adjacent messages of the same role merged into one (their content parts joined).
+
+    In the wild: adapters for providers that require alternating roles merge
+    consecutive user messages, and the merged transcript is what gets stored.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        merged: list[Message] = []
+        for m in check_messages(messages):
+            if merged and merged[-1].role == m.role:
+                merged[-1] = replace(merged[-1], content=merged[-1].content + m.content)
+            else:
+                merged.append(m)
+        self.backend.transcripts[session] = tuple(merged)
+
+
+class NewestFirstStore(MemoryStore):
+    """The transcript read newest first.
+
+    In the wild: ``ORDER BY id DESC`` copied from a "latest messages" query; Redis
+    ``LPUSH`` with ``LRANGE 0 -1``.
+    """
+
+    async def messages(self, session: str) -> list[Message]:
+        return (await super().messages(session))[::-1]
+
+
+class DeduplicatingStore(MemoryStore):
+    """Identical messages kept once: the transcript stored as a set of unique messages,
+    in first-seen order.
+
+    In the wild: a UNIQUE constraint on (session, content hash) with ``ON CONFLICT DO
+    NOTHING``; ``dict.fromkeys`` used to drop "accidental" repeats.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        self.backend.transcripts[session] = tuple(dict.fromkeys(check_messages(messages)))
+
+
+class PreviousSaveStore(MemoryStore):
+    """``messages()`` returns the transcript of the save before the last one: a version
+    cache that is one save behind.
+
+    In the wild: a read-through cache filled before the write commits, and a handle
+    that returns what it last loaded rather than what it last wrote.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._before: dict[str, tuple[Message, ...]] = {}
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        self._before[session] = self.backend.transcripts.get(session, ())
+        await super().save(session, messages)
+
+    async def messages(self, session: str) -> list[Message]:
+        session = check_session_id(session)
+        if session in self._before:
+            return list(self._before[session])
+        return await super().messages(session)
+
+
+def _broken(name: str, cls: type[MemoryStore], bug: str, wild: str, clause: str, diagnosis: str) -> BrokenStore:
+    def factory() -> Any:
+        return cls()
+
+    factory.__name__ = factory.__qualname__ = "make_" + name.replace("-", "_")
+    return BrokenStore(name, bug, wild, clause, diagnosis, factory)
+
+
+BROKEN: list[BrokenStore] = [
+    _broken("memory-cp1252", Cp1252Store, "C1 controls read back as their Windows-1252 characters",
+            "MySQL latin1 (= cp1252) read as latin-1, or the reverse",
+            "transcript_round_trips_exactly", "C1 controls read back as their Windows-1252 characters"),
+    _broken("memory-percent-decoded", PercentDecodingStore, "text URL-decoded on the way in",
+            "a form-encoded HTTP API decoded twice", "transcript_round_trips_exactly", "percent escapes decoded"),
+    _broken("memory-html-escaped", HtmlEscapingStore, "text HTML-escaped on the way in",
+            "a sanitizer or template filter left on the path to the database",
+            "transcript_round_trips_exactly", "HTML-escaped"),
+    _broken("memory-empty-arguments-as-object", EmptyArgumentsAsObjectStore, "empty arguments stored as '{}'",
+            "a JSON column with DEFAULT '{}'; adapters that fix empty arguments",
+            "tool_arguments_are_kept_verbatim", "the empty string came back as '{}'"),
+    _broken("memory-json-string-unwrapped", JsonStringUnwrappingStore, "a JSON string argument kept as its content",
+            "args parsed, kept parsed when a string", "tool_arguments_are_kept_verbatim", "a JSON string unwrapped"),
+    _broken("memory-same-role-merged", MergesSameRoleStore, "adjacent messages of the same role merged into one",
+            "adapters for providers that require alternating roles", "transcript_round_trips_exactly",
+            "adjacent messages of the same role merged into one"),
+    _broken("memory-newest-first", NewestFirstStore, "the transcript read newest first",
+            "ORDER BY id DESC; LPUSH + LRANGE", "transcript_round_trips_exactly", "newest first"),
+    _broken("memory-deduplicated", DeduplicatingStore, "identical messages kept once",
+            "a UNIQUE (session, content hash) with ON CONFLICT DO NOTHING", "transcript_round_trips_exactly",
+            "identical messages deduplicated"),
+    _broken("memory-previous-save", PreviousSaveStore, "messages() returns the save before the last",
+            "a read-through cache filled before the write commits", "save_replaces_the_transcript",
+            "the save was ignored: the previous transcript is still there"),
+]

@@ -1,0 +1,168 @@
+"""The explanation engine (storetest/_engine/explain.py): every transform of the
+catalogue names itself on a value only it changes that way; cuts are named by count
+and width; two transforms in a row are named in order; anything else is a minimal diff."""
+
+from __future__ import annotations
+
+import pytest
+
+from storetest import Message, check
+from storetest._engine.diagnosis import describe_text, describe_transcript
+from storetest._engine.explain import TRANSFORMS, explain_text, minimal_diff, truncation
+from tests.broken_stores import registry
+
+#: For each transform's line, a value it changes in a way no earlier transform does.
+SAMPLES: dict[str, str] = {
+    "NUL lost": "a\x00b\x00c",
+    "truncated at the first NUL": "ab\x00cd",
+    "trailing whitespace stripped": "abc \t",
+    "leading whitespace stripped": "  abc",
+    "surrounding whitespace stripped": " abc ",
+    "runs of whitespace collapsed": "a  b\t\tc",
+    "CRLF turned into LF": "a\r\nb",
+    "lone CR turned into LF": "a\rb",
+    "LF turned into CRLF": "a\nb",
+    "Unicode normalized to NFC": "e\u0301",
+    "Unicode normalized to NFD": "\u00e9",
+    "Unicode normalized to NFKC": "\ufb01 e\u0301",
+    "Unicode normalized to NFKD": "\ufb01 \u00e9",
+    "case changed: lowered": "Hello",
+    "case changed: uppered": "Hello",
+    "case changed: case-folded": "Stra\u00dfe",
+    "came back as '{}'": "",
+    "came back as 'null'": "",
+    "came back as '\"\"'": "",
+    "a JSON string unwrapped": '"just a string"',
+    "text wrapped in a JSON string": "plain",
+    "non-ASCII escaped as JSON": "caf\u00e9",
+    "percent escapes decoded": "user%41",
+    "percent-encoded": "a b/c",
+    "HTML entities decoded": "a &amp; b",
+    "HTML-escaped": "a & b",
+    "backslash escapes decoded": "line\\nnext",
+    "backslashes doubled": "C:\\dir",
+    "C1 controls read back as their Windows-1252": "quote \x91x\x92",
+    "UTF-8 bytes read as latin-1": "caf\u00e9",
+    "UTF-8 bytes read as Windows-1252": "caf\u00e9 \u20ac",
+    "outside the Basic Multilingual Plane replaced by '?'": "hi \U0001f600",
+    "outside latin-1 replaced by '?'": "caf\u00e9 \u20ac",
+    "non-ASCII characters replaced by '?'": "caf\u00e9",
+    "non-ASCII characters replaced by U+FFFD": "caf\u00e9",
+    "non-ASCII characters dropped": "caf\u00e9",
+}
+
+
+def _sample(line: str) -> str:
+    return next(v for k, v in SAMPLES.items() if k in line)
+
+
+def test_every_transform_has_a_sample() -> None:
+    missing = [t.line for t in TRANSFORMS if not any(k in t.line for k in SAMPLES)]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS, ids=lambda t: t.line[:40])
+def test_each_transform_is_named_on_what_it_does(transform: object) -> None:
+    line = transform.line  # type: ignore[attr-defined]
+    sent = _sample(line)
+    got = transform.apply(sent)  # type: ignore[attr-defined]
+    assert got != sent, f"the sample for {line!r} is not changed by it"
+    assert explain_text(sent, got) == line
+    assert describe_text(sent, got) == line
+
+
+def test_a_cut_names_its_count_in_characters_and_bytes_and_the_common_width() -> None:
+    sent = "\u00e9" * 300
+    assert truncation(sent, sent[:255]) == (
+        "truncated at 255 characters of 300 (510 bytes of 600): VARCHAR(255) or TINYTEXT, counted in characters")
+    ascii_ = "x" * 5000
+    assert explain_text(ascii_, ascii_[:4000]) == (
+        "truncated at 4000 bytes of 5000: Oracle VARCHAR2(4000) or SQL Server NVARCHAR(4000)")
+    odd = "y" * 100
+    assert explain_text(odd, odd[:37]) == (
+        "truncated at 37 bytes of 100 (a length-limited column such as TEXT or VARCHAR)")
+
+
+def test_a_cut_inside_a_multibyte_character_is_named_at_its_byte_width() -> None:
+    sent = "a" * 254 + "\u00e9" + "b"  # the 2-byte é straddles byte 255
+    got = sent.encode()[:255].decode("utf-8", "ignore")
+    line = explain_text(sent, got)
+    assert line is not None and "254 bytes" in line
+    assert "VARCHAR(255) or TINYTEXT, cut at 255 bytes mid-character" in line
+
+
+def test_two_transforms_in_a_row_are_named_in_order() -> None:
+    assert explain_text(" caf\u00e9 ", "caf?") == (
+        "surrounding whitespace stripped, then non-ASCII characters replaced by '?' (an ASCII codec with replacement)")
+
+
+def test_a_transform_then_a_cut() -> None:
+    line = explain_text("Hello World", "hello")
+    assert line == ("case changed: lowered, then truncated at 5 bytes of 11 "
+                    "(a length-limited column such as TEXT or VARCHAR)")
+
+
+def test_json_re_encoding_is_still_named_as_such() -> None:
+    assert "raw JSON re-encoded (" in describe_text('{"z":1,"a":2}', '{"a": 2, "z": 1}')
+
+
+def test_nothing_known_gives_a_minimal_diff() -> None:
+    line = describe_text("the quick brown fox", "the quick red fox")
+    assert line.startswith("text changed, by no known transform: first difference at character 10 (byte 10)")
+    assert "sent “the quick brown fox”, got “the quick red fox”" in line.replace("…", "")
+    assert "sent 19 characters (19 bytes), got 17 (17 bytes)" in line
+
+
+def test_a_minimal_diff_counts_bytes_and_escapes_the_window() -> None:
+    line = minimal_diff("\u00e9\u00e9\x01tail", "\u00e9\u00e9\x02tail")
+    assert "character 2 (byte 4)" in line and "\\x01" in line and "\\x02" in line
+
+
+# --- whole transcripts -------------------------------------------------------------------
+
+
+def _user(*texts: str) -> list[Message]:
+    return [Message.text("user", t) for t in texts]
+
+
+def test_a_transcript_read_newest_first_is_named() -> None:
+    sent = _user("a", "b", "c")
+    assert describe_transcript(sent, sent[::-1]).startswith("messages came back newest first: all 3")
+
+
+def test_twins_dropped_are_named_as_deduplicated() -> None:
+    sent = _user("a", "b", "a", "c", "b")
+    assert describe_transcript(sent, _user("a", "b", "c")).startswith("identical messages deduplicated: 5 saved, 3")
+
+
+def test_adjacent_messages_of_one_role_merged_exactly_or_by_text() -> None:
+    sent = [*_user("a", "b"), Message.text("assistant", "c"), *_user("d", "e", "f")]
+    parts = [Message("user", sent[0].content + sent[1].content), sent[2],
+             Message("user", sent[3].content + sent[4].content + sent[5].content)]
+    assert "(their content parts joined)" in describe_transcript(sent, parts)
+    joined = [Message.text("user", "a\n\nb"), sent[2], Message.text("user", "d e f")]
+    line = describe_transcript(sent, joined)
+    assert line.startswith("adjacent messages of the same role merged into one: 6 saved, 3 came back"), line
+    assert "(their texts joined into one)" in line
+
+
+def test_messages_lost_are_not_called_merged() -> None:
+    sent = _user("a", "b", "c")
+    line = describe_transcript(sent, _user("a"))
+    assert "merged" not in line and line.startswith("messages lost: 1 of 3 came back"), line
+
+
+# --- the most specific failure first -------------------------------------------------------
+
+
+def test_a_cause_is_reported_before_the_symptom_it_causes() -> None:
+    """A batch written item by item fails the clear race (a symptom: "the clear and the add
+    interleaved") and the batch clause (the cause: "written item by item"); the report's
+    failures put the cause first, while the rows keep their run order."""
+    broken = next(b for b in registry() if b.name == "items-batch-item-by-item")
+    race, batch = "clear_racing_add_lands_before_or_after", "a_batch_is_atomic_to_readers"
+    report = check(broken.factory, clauses=[race, batch], seed=3)
+    assert [r.clause for r in report.results] == [race, batch]
+    assert [r.outcome for r in report.results] == ["failed", "failed"], report
+    assert [r.clause for r in report.failures()] == [batch, race]
+    assert "item by item" in report.failures()[0].diagnosis.partition("\n")[0]
