@@ -4,9 +4,11 @@ and width; two transforms in a row are named in order; anything else is a minima
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from storetest import Message, check
+from storetest import Message, check, item_sessions
 from storetest._engine.diagnosis import describe_text, describe_transcript
 from storetest._engine.explain import TRANSFORMS, explain_text, minimal_diff, truncation
 from tests.broken_stores import registry
@@ -166,3 +168,44 @@ def test_a_cause_is_reported_before_the_symptom_it_causes() -> None:
     assert [r.outcome for r in report.results] == ["failed", "failed"], report
     assert [r.clause for r in report.failures()] == [batch, race]
     assert "item by item" in report.failures()[0].diagnosis.partition("\n")[0]
+
+
+# --- the store's own frames ------------------------------------------------------------------
+
+
+class LossyCodecSession:
+    """Keeps an item as (role, content) and decodes a tool output as if its call_id were kept."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str]] = []
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        items = [self._decode(r) for r in self.rows]
+        return items if limit is None else items[len(items) - limit:] if limit else []
+
+    def _decode(self, row: tuple[str, str]) -> Any:
+        fields = {"role": row[0], "content": row[1]}
+        return {**fields, "call_id": fields["call_id"]} if row[0] == "tool" else fields
+
+    async def add_items(self, items: list[Any]) -> None:
+        self.rows += [(str(i.get("role", "tool")), str(i.get("content", i.get("output", "")))) for i in items]
+
+    async def pop_item(self) -> Any:
+        return self._decode(self.rows.pop()) if self.rows else None
+
+    async def clear_session(self) -> None:
+        self.rows.clear()
+
+
+def lossy_opener() -> Any:
+    sessions: dict[str, LossyCodecSession] = {}
+    return lambda session_id: sessions.setdefault(session_id, LossyCodecSession())
+
+
+def test_an_error_raised_inside_a_bound_store_names_the_stores_own_frame() -> None:
+    """Through a binding, the store's code is the SDK session's, not the binding's: the
+    line says where in it the error was raised (a lossy codec's KeyError)."""
+    report = check(item_sessions(lossy_opener), clauses=["items_round_trip_exactly"], seed=1)
+    line = report.results[0].diagnosis.partition("\n")[0]
+    assert "raised KeyError: 'call_id' (at tests/test_explain.py:" in line, line
+    assert "in _decode)" in line, line

@@ -10,6 +10,7 @@ still checked for merging ``'a'`` with ``'A'``.
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -145,8 +146,28 @@ class Check:
         try:
             return self._run(work)
         except Exception as exc:
-            self.add(session, f"{what} raised {describe_exception(exc)}")
+            self.add(session, f"{what} raised {describe_exception(exc)}{self._where(exc)}")
             return RAISED
+
+    def _where(self, error: BaseException) -> str:
+        """`` (at FILE:LINE in FUNC)``: the innermost frame of the store's own code that
+        the error passed through (``t.run``'s target knows which code is the store's)."""
+        target = getattr(self._run, "__self__", None)
+        store = getattr(getattr(target, "store", None), "raw", None)
+        if store is None:
+            return ""
+        from storetest._engine.harness import code_roots
+
+        roots = code_roots(store)
+        frames = [f for f in traceback.extract_tb(error.__traceback__)
+                  if roots and any(f.filename.startswith(r) for r in roots)]
+        if not frames:
+            return ""
+        f = frames[-1]
+        # Named from the store's package (or its module's directory), not this machine's root.
+        root = next(r for r in roots if f.filename.startswith(r))
+        shown = os.path.relpath(f.filename, os.path.dirname(root.rstrip(os.sep)))
+        return f" (at {shown}:{f.lineno} in {f.name})"
 
     def transcript(
         self, session: str, sent: Sequence[Message], got: object, previous: Sequence[Message] = ()

@@ -63,7 +63,13 @@ class FactoryError(Exception):
 
 def code_roots(thing: object) -> list[str]:
     """Directories (or, for a top-level module, the file) holding ``thing``'s code: the
-    store's own code, as opposed to its driver's, asyncio's or storetest's."""
+    store's own code, as opposed to its driver's, asyncio's or storetest's. A binding's
+    handle names the objects it drives (the SDK's sessions, its outer factory) through
+    ``storetest_code()``: their code is the store's, the binding's is not."""
+    hook = getattr(thing, "storetest_code", None)
+    if callable(hook):
+        roots = [r for inner in hook() for r in code_roots(inner)]
+        return list(dict.fromkeys(roots))
     name = getattr(thing, "__module__", None) or type(thing).__module__
     module = sys.modules.get(name)
     path = getattr(module, "__file__", None)

@@ -96,6 +96,10 @@ class AdkService:
         self.service = service
         self._label = label
 
+    def storetest_code(self) -> list[Any]:
+        """What holds the store's own code (for the frames a failure shows)."""
+        return [self.service]
+
     async def create_session(self, app: str, user: str, state: dict[str, Any] | None, session_id: str) -> Any:
         return await self.service.create_session(app_name=app, user_id=user, state=state, session_id=session_id)
 

@@ -66,6 +66,11 @@ class ItemHistory:
         self._sessions[session_id] = opened
         return opened  # type: ignore[no-any-return]
 
+    def storetest_code(self) -> list[Any]:
+        """What holds the store's own code (for the frames a failure shows): the
+        sessions opened, else the opener."""
+        return [*self._sessions.values(), self._opener]
+
     async def _call(self, session_id: str, name: str, *args: object) -> Any:
         method = getattr(self.session(session_id), name)
         if inspect.iscoroutinefunction(method):
