@@ -11,6 +11,7 @@ import pytest
 from storetest import Message, check, item_sessions
 from storetest._engine.diagnosis import describe_text, describe_transcript
 from storetest._engine.explain import TRANSFORMS, explain_text, minimal_diff, truncation
+from storetest._engine.item_diagnosis import describe_items, describe_limit
 from tests.broken_stores import registry
 
 #: For each transform's line, a value it changes in a way no earlier transform does.
@@ -209,3 +210,26 @@ def test_an_error_raised_inside_a_bound_store_names_the_stores_own_frame() -> No
     line = report.results[0].diagnosis.partition("\n")[0]
     assert "raised KeyError: 'call_id' (at tests/test_explain.py:" in line, line
     assert "in _decode)" in line, line
+
+
+# --- items: what the lost or extra items share ------------------------------------------------
+
+
+def test_items_from_elsewhere_are_said_to_come_from_there() -> None:
+    a, b, c = {"role": "user", "content": "a"}, {"role": "user", "content": "b"}, {"role": "user", "content": "c"}
+    assert describe_items([a], [a, b]) == "1 item(s) that were never added came back"
+    line = describe_items([a], [a, b], {"session 'x'": [c], "this session before a clear or pop took them": [b]})
+    assert line == ("1 item(s) came back that belong to this session before a clear or pop took them, "
+                    "not to what this session holds now")
+    assert "belong to session 'x'" in describe_items([a], [a, c], {"session 'x'": [c]})
+
+
+def test_twin_items_dropped_are_named_as_deduplicated() -> None:
+    a, b = {"role": "user", "content": "a"}, {"role": "user", "content": "b"}
+    assert describe_items([a, b, a], [a, b]).startswith("identical items deduplicated: 3 added, 2 came back")
+
+
+def test_a_limit_exceeded_and_a_limit_of_zero_are_named() -> None:
+    items = [{"role": "user", "content": str(i)} for i in range(5)]
+    assert describe_limit(items, 2, items[-4:]) == "get_items(2) returned the latest 4 items: more than the limit"
+    assert describe_limit(items, 0, items).startswith("get_items(0) returned every item: LIMIT 0 read as no limit")

@@ -36,6 +36,30 @@ class LimitReturnsOldest(MemorySession):
         return everything if limit is None else everything[:limit]
 
 
+class LimitZeroIsNone(MemorySession):
+    """``if limit:`` where ``if limit is not None:`` was meant: ``get_items(0)`` returns
+    every item (``LIMIT 0`` read as no limit)."""
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        return await super().get_items(limit or None)
+
+
+class ClearByPrefix(MemorySession):
+    """``clear_session`` deletes every key starting with the session's key (``SCAN MATCH
+    key*`` then ``DEL``): clearing ``x`` also clears ``x:messages``."""
+
+    def __init__(self, backend: Any, session_id: str) -> None:
+        super().__init__(backend, session_id)
+        self.histories = backend[1]
+
+    async def clear_session(self) -> None:
+        async with self.lock:
+            await asyncio.sleep(0)
+            for key, items in self.histories.items():
+                if key.startswith(self.session_id):
+                    items.clear()
+
+
 class BatchItemByItem(MemorySession):
     """One write per item (``RPUSH`` per item, ``INSERT``s in autocommit)."""
 
@@ -313,6 +337,12 @@ BROKEN = [
             PopWithoutLock, racy=True),
     _broken("items-limit-returns-oldest", "get_items(n) returns the first n items", "ORDER BY id LIMIT n",
             "get_items_gives_the_latest", "returned the oldest", LimitReturnsOldest),
+    _broken("items-limit-zero-is-none", "get_items(0) returns every item (`if limit:`)",
+            "`if limit:` where `if limit is not None:` was meant", "get_items_gives_the_latest",
+            "LIMIT 0 read as no limit", LimitZeroIsNone),
+    _broken("items-clear-by-prefix", "clear_session deletes every key starting with the session's key",
+            "Redis SCAN MATCH key* then DEL; DELETE ... WHERE key LIKE 'id%'", "item_history_matches_model",
+            "emptied this session too", ClearByPrefix),
     _broken("items-batch-item-by-item", "add_items writes one item per command",
             "RPUSH per item; INSERTs in autocommit", "a_batch_is_atomic_to_readers", "item by item",
             BatchItemByItem, racy=True),

@@ -6,7 +6,7 @@ described by :func:`storetest._engine.diagnosis.describe_text`, as for transcrip
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from storetest._engine.diagnosis import describe_id_merge, describe_text, shorten
 from storetest.items import MISSING, first_difference
@@ -45,8 +45,14 @@ def describe_item(sent: object, got: object) -> str:
     return f"{where}: {shorten(a, 60)} came back as {type(b).__name__} {shorten(b, 60)}"
 
 
-def describe_items(sent: Sequence[object], got: object) -> str:
-    """What happened to a history: items lost, duplicated, reordered, or one changed."""
+def describe_items(sent: Sequence[object], got: object, elsewhere: Mapping[str, Sequence[object]] | None = None) -> str:
+    """What happened to a history: items lost, duplicated, reordered, or one changed.
+
+    :param elsewhere: what the caller knows beyond ``sent``: items held by other
+        sessions, or once held by this one (``{"session 'x'": [...], "this session before
+        its clear": [...]}``), so items that should not be there are said to come from
+        there, not called never added.
+    """
     if not isinstance(got, list):
         return f"get_items() returned {type(got).__name__}, not a list"
     sent = list(sent)
@@ -62,14 +68,22 @@ def describe_items(sent: Sequence[object], got: object) -> str:
         return "unchanged"
     if len(got) < len(sent):
         n = len(sent) - len(got)
+        unique = list(dict.fromkeys(_keys(sent)))
+        if len(unique) < len(sent) and _keys(got) == unique:
+            return (f"identical items deduplicated: {len(sent)} added, {len(got)} came back, each repeat dropped "
+                    "(a unique constraint on content, or a set); a history keeps an item added twice, twice")
         if _keys(got) == _keys(sent)[: len(got)]:
             return f"the last {n} item(s) were lost"
         if _keys(got) == _keys(sent)[n:]:
             return f"the first {n} item(s) were lost"
         return f"{n} item(s) lost of {len(sent)}"
-    if not set(_keys(got)) - set(_keys(sent)):
+    extra = [k for k in _keys(got) if k not in set(_keys(sent))]
+    if not extra:
         return f"{len(got) - len(sent)} item(s) came back twice"
-    return f"{len(got) - len(sent)} item(s) that were never added came back"
+    for where, items in (elsewhere or {}).items():
+        if set(extra) <= set(_keys(items)):
+            return f"{len(extra)} item(s) came back that belong to {where}, not to what this session holds now"
+    return f"{len(extra)} item(s) that were never added came back"
 
 
 def describe_limit(stored: Sequence[object], limit: int, got: object) -> str:
@@ -81,8 +95,13 @@ def describe_limit(stored: Sequence[object], limit: int, got: object) -> str:
         if keys == want[-limit:][::-1] and limit > 1:
             return (f"get_items({limit}) returned the latest {limit} items newest first; the protocol "
                     "returns them in chronological order (reverse the rows read with ORDER BY ... DESC)")
+        if len(keys) > limit and keys == want[-len(keys):]:
+            return (f"get_items({limit}) returned the latest {len(keys)} items: more than the limit")
+    if isinstance(got, list) and limit == 0 and stored and _keys(got) == _keys(list(stored)):
+        return ("get_items(0) returned every item: LIMIT 0 read as no limit (`if limit:` treats 0 like None); "
+                "the protocol returns no items for limit 0")
     want_items = list(stored)[-limit:] if limit else []
-    return f"get_items({limit}): " + describe_items(want_items, got)
+    return f"get_items({limit}): " + describe_items(want_items, got, {"this session, beyond the limit": stored})
 
 
 def describe_item_id_merge(one: str, other: str) -> str:

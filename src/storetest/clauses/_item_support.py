@@ -3,7 +3,7 @@ record what the store raised, and the comparison that reports a difference."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from storetest._engine import strategies
@@ -57,13 +57,14 @@ def read(check: Check, t: Target, session: str, handle: Handle | None = None,
 
 
 def expect(check: Check, session: str, sent: Sequence[Item], got: object, what: str = "",
-           short: bool = False) -> bool:
+           short: bool = False, elsewhere: Mapping[str, Sequence[Item]] | None = None) -> bool:
     """Record a violation unless ``got`` is exactly ``sent`` (type for type); ``short``
-    shows the items' texts instead of the items."""
+    shows the items' texts instead of the items; ``elsewhere`` is what other sessions
+    hold, or this one held before (see :func:`describe_items`)."""
     if got is RAISED:
         return False
     if same_items(list(sent), got):
         return True
     shown = (texts_of(list(sent)), texts_of(got)) if short else (list(sent), got)
-    check.add(session, what + describe_items(sent, got), *shown)
+    check.add(session, what + describe_items(sent, got, elsewhere), *shown)
     return False
