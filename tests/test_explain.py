@@ -233,3 +233,24 @@ def test_a_limit_exceeded_and_a_limit_of_zero_are_named() -> None:
     items = [{"role": "user", "content": str(i)} for i in range(5)]
     assert describe_limit(items, 2, items[-4:]) == "get_items(2) returned the latest 4 items: more than the limit"
     assert describe_limit(items, 0, items).startswith("get_items(0) returned every item: LIMIT 0 read as no limit")
+
+
+# --- steers: what the lost steers share ---------------------------------------------------------
+
+
+def test_steers_lost_through_one_handle_are_said_so() -> None:
+    """Two handles numbering steers each from 0 overwrite each other's: the accounting says
+    every lost steer came through one handle while the other's came back."""
+    from storetest._engine.failures import Check
+    from storetest.clauses.steers import _Take, account
+
+    added = ["p-0", "p-1", "a1-0", "a1-1"]  # the prefill through handle 0, adder 1 through handle 1
+    check = Check(test_steers_lost_through_one_handle_are_said_so)
+    account(check, "s", added, [_Take(0, 0.0, 1.0, ["a1-0", "a1-1"])], handles=2)
+    (violation,) = check.violations
+    assert violation.diagnosis.startswith("2 steer(s) lost ('p-0', 'p-1';"), violation.diagnosis
+    assert "every lost steer was added through the first handle while the other handle's came back" in \
+        violation.diagnosis
+    one = Check(test_steers_lost_through_one_handle_are_said_so)
+    account(one, "s", added, [_Take(0, 0.0, 1.0, ["a1-0", "a1-1"])])
+    assert "through the first handle" not in one.violations[0].diagnosis

@@ -220,3 +220,28 @@ BROKEN: list[BrokenStore] = [
             "a read-through cache filled before the write commits", "save_replaces_the_transcript",
             "the save was ignored: the previous transcript is still there"),
 ]
+
+
+class SteersNeedATranscriptStore(MemoryStore):
+    """Steers kept in the session's row, written with an UPDATE: a session with no
+    transcript has no row, the UPDATE touches nothing, and the steer is silently dropped.
+
+    In the wild: a ``steers`` JSON column beside the transcript, appended with
+    ``UPDATE sessions SET steers = ... WHERE id = ?`` and no upsert.
+    """
+
+    def replica(self) -> MemoryStore:
+        return SteersNeedATranscriptStore(self.backend)
+
+    async def add_steer(self, session: str, text: str) -> None:
+        if check_session_id(session) in self.backend.transcripts:
+            await super().add_steer(session, text)
+
+
+BROKEN += [
+    BrokenStore("memory-steers-need-a-transcript", "a steer for a session with no transcript is dropped",
+                "steers in the transcript's row, appended with an UPDATE and no upsert",
+                "transcript_and_steers_are_independent", "queued before the session's first save was lost",
+                SteersNeedATranscriptStore),
+]
+

@@ -69,7 +69,8 @@ def item_history_matches_model(t: Target) -> None:
             note(f"handle {h}: pop_item({session!r})")
             got = t.run(handles[h].call("pop_item", session))
             want = self.model[session].pop() if self.model[session] else None
-            self.gone[session].append(want)
+            if want is not None:
+                self.gone[session].append(want)
             if not same_value(want, got):
                 self._fail(session, f"pop_item() returned {shorten(got)}, not the newest item {shorten(want)}",
                            want, got)

@@ -130,8 +130,29 @@ def _named(steers: list[str]) -> str:
     return shown + (f" and {len(steers) - 3} more" if len(steers) > 3 else "")
 
 
-def account(check: Check, session: str, added: list[str], takes: list[_Take]) -> None:
-    """Jepsen's total-queue accounting, with duplicates and reordering counted as failures."""
+def _adding_handle(steer: str, handles: int) -> int:
+    """Which handle :func:`steer_race` added ``steer`` through: the prefill through the
+    first, adder ``a`` through handle ``a % handles``."""
+    return 0 if steer.startswith("p-") else int(steer[1:].split("-")[0]) % handles
+
+
+def _shared(lost: list[str], added: list[str], handles: int) -> str:
+    """What the lost steers share, when they share something the others do not."""
+    if handles < 2:
+        return ""
+    through = {_adding_handle(s, handles) for s in lost}
+    kept = {_adding_handle(s, handles) for s in added if s not in set(lost)}
+    if len(through) == 1 and kept - through:
+        label = ("first", "second", "third")[min(next(iter(through)), 2)]
+        return (f"; every lost steer was added through the {label} handle while the other handle's came back "
+                "(two handles' adds overwrote each other: steers keyed by a per-handle counter or cache)")
+    return ""
+
+
+def account(check: Check, session: str, added: list[str], takes: list[_Take], handles: int = 1) -> None:
+    """Jepsen's total-queue accounting, with duplicates and reordering counted as failures;
+    ``handles`` is how many handles :func:`steer_race` added through (lost steers that
+    all came through one of them are said so)."""
     taken = Counter(s for take in takes for s in take.steers)
     want = Counter(added)
     lost = sorted(set(want) - set(taken))
@@ -144,7 +165,8 @@ def account(check: Check, session: str, added: list[str], takes: list[_Take]) ->
                          "reads and deletes without a lock, or in two steps)")
         if lost:
             parts.append(f"{len(lost)} steer(s) lost ({_named(lost)}; acknowledged by add_steer, never taken: a "
-                         "take that deletes more than it returns, or an add that was not committed)")
+                         "take that deletes more than it returns, or an add that was not committed"
+                         f"{_shared(lost, added, handles)})")
         if unexpected:
             parts.append(f"{len(unexpected)} steer(s) never added came back ({_named(unexpected)})")
         check.add(
@@ -203,7 +225,9 @@ def transcript_and_steers_are_independent(t: Target) -> None:
     """Saving a transcript leaves queued steers alone, and taking steers leaves the
     transcript alone.
 
-    Catches stores that keep both in one row or document and overwrite one with the other.
+    Catches stores that keep both in one row or document and overwrite one with the other,
+    and stores that keep steers in the transcript's row and so drop a steer left for a
+    session that has no transcript yet.
     """
     session = t.new_session("independent")
     transcript = texts(3, "kept")
@@ -214,8 +238,14 @@ def transcript_and_steers_are_independent(t: Target) -> None:
                            ("add_steer()", s.add_steer(session, "queued after the save")),
                            ("save()", s.save(session, transcript))):
             check.call(session, what, work)
-        check.steers(session, ["queued before the save", "queued after the save"],
-                     check.call(session, "take_steers()", s.take_steers(session)))
+        both = ["queued before the save", "queued after the save"]
+        taken = check.call(session, "take_steers()", s.take_steers(session))
+        if taken == both[1:]:
+            check.add(session, "the steer queued before the session's first save was lost, the one after it kept: "
+                      "steers kept in the session's row or document, which the first save creates (an UPDATE "
+                      "with no upsert drops a steer for a session with no transcript yet)", both, taken)
+        else:
+            check.steers(session, both, taken)
         check.transcript(session, transcript, check.call(session, "messages()", s.messages(session)))
         check.call(session, "save([])", s.save(session, []))
         check.call(session, "add_steer()", s.add_steer(session, "queued on an empty transcript"))
