@@ -87,6 +87,16 @@ def test_the_readme_is_short_and_links_every_docs_page() -> None:
     assert "(CHANGELOG.md)" in text
 
 
+def test_every_extra_the_readme_installs_exists() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    named = re.findall(r"pip install -e '\.\[([\w-]+)\]'", _text())
+    assert {"all", "openai-agents", "langchain", "adk"} <= set(named)
+    assert set(named) <= set(extras), set(named) - set(extras)
+    assert "'storetest[postgres]'" in _text() and "postgres" in extras
+
+
 def test_the_bugs_it_finds_are_on_the_ecosystem_page() -> None:
     """Each line of "What storetest finds" names a store and a defect the generated page has."""
     ecosystem = " ".join((ROOT / "docs" / "ecosystem.md").read_text(encoding="utf-8").split())
