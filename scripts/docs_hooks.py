@@ -6,6 +6,7 @@ not, so ``mkdocs build --strict`` still fails on a dead one."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,12 @@ LINK = re.compile(r"(?<!!)\[(?P<text>[^\]\n]+)\]\((?P<target>\.\./[^)\s#]+)(?:#[
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    docs = Path(config["docs_dir"]).resolve()
+    docs = Path(os.path.abspath(config["docs_dir"]))
     root = docs.parent
     here = (docs / page.file.src_path).parent
 
     def replace(match: re.Match[str]) -> str:
-        path = (here / match["target"]).resolve()
+        path = Path(os.path.normpath(here / match["target"]))  # lexically: a symlinked folder stays inside
         if docs in path.parents:
             return match[0]  # a page of the site: MkDocs checks it
         if root not in path.parents or not path.exists():

@@ -74,6 +74,12 @@ def _leave_out_of_nav(root: Path) -> None:
     config.write_text(text.replace("  - Performance: performance.md\n", ""), encoding="utf-8")
 
 
+def test_the_copy_the_sabotages_start_from_builds(tmp_path: Path) -> None:
+    """The control: unsabotaged, the copy below builds, so each failure is its sabotage's."""
+    done = _build(_copy(tmp_path), tmp_path / "site")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize(("sabotage", "said"), [
     (_append("options.md", "\nSee [the lost page](lost.md).\n"), "lost.md"),
     (_append("options.md", "\nSee [a section](reliability.md#no-such-section).\n"), "no-such-section"),
