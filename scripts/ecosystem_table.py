@@ -122,7 +122,7 @@ def _cell(text: str, limit: int = 400) -> str:
 
 
 def _anchor(name: str) -> str:
-    return re.sub(r"[^a-z0-9 -]", "", name.lower()).replace(" ", "-")
+    return re.sub(r"[^a-z0-9 _-]", "", name.lower()).replace(" ", "-")  # as GitHub and MkDocs slug a heading
 
 
 def versions(module: ModuleType) -> list[str]:

@@ -167,10 +167,11 @@ def test_the_clauses_send_adk_events_with_every_part_and_scope() -> None:
     assert {k.split(":")[0] for k in keys if ":" in k} == {"app", "user", "temp"}
 
 
-def test_the_readme_lines_drive_adks_own_services(request: pytest.FixtureRequest) -> None:
-    """The README's two lines, as they are there: each opens ADK's service (two for the
-    replica clause), the clauses run on it, and everything closes without error. (What
-    the clauses find in ADK's services is docs/ecosystem.md's business.)"""
+def test_the_docs_lines_drive_adks_own_services(request: pytest.FixtureRequest) -> None:
+    """docs/adk.md's two lines, as they are there (test_the_lines_are_the_pages checks
+    it): each opens ADK's service (two for the replica clause), the clauses run on it,
+    and everything closes without error. (What the clauses find in ADK's services is
+    docs/ecosystem.md's business.)"""
     from google.adk.sessions import DatabaseSessionService
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
@@ -184,3 +185,18 @@ def test_the_readme_lines_drive_adks_own_services(request: pytest.FixtureRequest
         report = check(binding, clauses=clauses, seed=1, fixtures=request.getfixturevalue)
         assert report.capabilities == ("adk",)
         assert [r.outcome for r in report.results] == ["passed", "passed"], str(report)
+
+
+def _docs_lines(page: str) -> list[str]:
+    """The bindings a docs page's code block passes to ``run_conformance``, whitespace folded."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text(encoding="utf-8")
+    code = "".join(block.split("```", 1)[0] for block in text.split("```python")[1:])
+    return [" ".join(call.rsplit(")", 1)[0].split()) for call in code.split("run_conformance(")[1:]]
+
+
+def test_the_lines_are_the_pages() -> None:
+    source = " ".join(Path(__file__).read_text(encoding="utf-8").split())
+    lines = _docs_lines("adk.md")
+    assert len(lines) == 2
+    for line in lines:
+        assert line in source, line

@@ -1,10 +1,11 @@
-"""The README's lines for the OpenAI Agents SDK's own sessions, run through the binding:
+"""docs/openai-agents.md's lines for the OpenAI Agents SDK's own sessions, run through the binding:
 each opens, drives and closes the SDK's store on its backend. (What the suite finds in
 those stores is not asserted here: these tests are about the binding.)"""
 
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from storetest import check, item_sessions, owned
 
-# The README's three lines, as they are there.
+# docs/openai-agents.md's three lines, as they are there (test_the_lines_are_the_pages checks it).
 SQLITE = item_sessions(lambda tmp_path: partial(SQLiteSession, db_path=tmp_path / "sessions.db"))
 POSTGRES = item_sessions(lambda storetest_postgres_url: partial(SQLAlchemySession, create_tables=True,
     engine=owned(create_async_engine(storetest_postgres_url.replace("postgresql://", "postgresql+asyncpg://")))))
@@ -30,7 +31,7 @@ CLAUSES = ["items_keep_their_order", "item_replicas_see_each_others_writes", "fi
 
 @pytest.mark.parametrize("binding", [SQLITE, POSTGRES, REDIS],
                          ids=["SQLiteSession", "SQLAlchemySession", "RedisSession"])
-def test_the_readme_line_drives_the_sdk_store(binding: Any, request: pytest.FixtureRequest) -> None:
+def test_the_docs_line_drives_the_sdk_store(binding: Any, request: pytest.FixtureRequest) -> None:
     """The line opens the SDK's store (two handles for the replica clause, fresh ones for
     the first-calls clause), the clauses run on it, and everything closes without error."""
     report = check(binding, clauses=CLAUSES, seed=1, fixtures=request.getfixturevalue)
@@ -39,3 +40,18 @@ def test_the_readme_line_drives_the_sdk_store(binding: Any, request: pytest.Fixt
     assert set(outcomes) == set(CLAUSES)
     assert "error" not in outcomes.values(), str(report)
     assert "not claimed" not in outcomes.values(), str(report)
+
+
+def _docs_lines(page: str) -> list[str]:
+    """The bindings a docs page's code block passes to ``run_conformance``, whitespace folded."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text(encoding="utf-8")
+    code = "".join(block.split("```", 1)[0] for block in text.split("```python")[1:])
+    return [" ".join(call.rsplit(")", 1)[0].split()) for call in code.split("run_conformance(")[1:]]
+
+
+def test_the_lines_are_the_pages() -> None:
+    source = " ".join(Path(__file__).read_text(encoding="utf-8").split())
+    lines = _docs_lines("openai-agents.md")
+    assert len(lines) == 3
+    for line in lines:
+        assert line in source, line

@@ -35,9 +35,9 @@ def test_storetest_check_passes_the_correct_history() -> None:
     assert " 0 failed" in done.stdout, done.stdout
 
 
-def test_the_readme_line_drives_sql_chat_message_history() -> None:
-    """The README's line, as it is there: two handles on one SQLite file, fresh files for
-    the first-calls clause, everything closed without error."""
+def test_the_docs_line_drives_sql_chat_message_history() -> None:
+    """docs/langchain.md's line, as it is there (test_the_line_is_the_pages checks it):
+    two handles on one SQLite file, fresh files for the first-calls clause, everything closed without error."""
     from functools import partial
 
     from langchain_community.chat_message_histories import SQLChatMessageHistory
@@ -153,3 +153,16 @@ def test_without_langchain_the_error_names_the_extra(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "langchain_core", None)
     with pytest.raises(ImportError, match=r"storetest\[langchain\]"):
         chat_histories(memory_chat)
+
+
+def _docs_lines(page: str) -> list[str]:
+    """The bindings a docs page's code block passes to ``run_conformance``, whitespace folded."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text(encoding="utf-8")
+    code = "".join(block.split("```", 1)[0] for block in text.split("```python")[1:])
+    return [" ".join(call.rsplit(")", 1)[0].split()) for call in code.split("run_conformance(")[1:]]
+
+
+def test_the_line_is_the_pages() -> None:
+    source = " ".join(Path(__file__).read_text(encoding="utf-8").split())
+    (line,) = _docs_lines("langchain.md")
+    assert line in source, line

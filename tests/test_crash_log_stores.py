@@ -1,14 +1,15 @@
 """Crash tests for the file-backed stores, through the crash clauses
-(:mod:`storetest.clauses.crash`): ``STORETEST_LOG_KILLS`` lives (default 60; the README's figures are of 200) per store
-of a child process writing through it, each killed by SIGKILL at a random moment inside
-a chosen call or, half the time, by the kernel at a random byte of a write
-(``RLIMIT_FSIZE``); after every death the data is reopened and must hold every
-acknowledged write, none in part, and take the next write.
+(:mod:`storetest.clauses.crash`): ``STORETEST_LOG_KILLS`` lives (default 60;
+docs/crash-clauses.md's figures are of 200) per store of a child process writing
+through it, each killed by SIGKILL at a random moment inside a chosen call or, half
+the time, by the kernel at a random byte of a write (``RLIMIT_FSIZE``); after every
+death the data is reopened and must hold every acknowledged write, none in part, and
+take the next write.
 
 The stores: the JSONL log store with and without ``fsync``, the SQLite log store, and
 the SQLite transcript store (saves, and steers added and taken). The conformance runs
 (``tests/test_conformance_*.py``) run the same clauses with the profile's few dozen
-kills; this file runs them long enough for the README's figures, which it prints
+kills; this file runs them long enough for docs/crash-clauses.md's figures, which it prints
 (``pytest -s`` or ``-rP`` shows them)::
 
     PYTHONPATH=. pytest -rP tests/test_crash_log_stores.py

@@ -28,7 +28,7 @@ STORY = [
     '            "line 8 of lease.go: `return nil, ErrTokenExpired`, reached only while the lease is still valid."',
     "steers      0 left in the store: the steer reached the model exactly once",
 ]
-#: The replicas run alone, out of the README's order: each line still says what happened.
+#: The replicas run alone, out of the order docs/index.md tells: each line still says what happened.
 OUT_OF_ORDER = {
     "cab": [
         "replica C   (process N) found no conversation to resume: nobody has started it yet",

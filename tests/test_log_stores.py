@@ -313,7 +313,7 @@ def test_there_are_at_least_twelve_broken_log_stores() -> None:
     ids=lambda x: getattr(x, "__name__", str(x)),
 )
 def test_other_clauses_catch_these_too(cls: type[MemoryLogStore], clause: str, diagnosis: str) -> None:
-    """Beyond the clause each is registered with (README's clause table relies on these)."""
+    """Beyond the clause each is registered with (docs/log-stores.md's clause table relies on these)."""
     report = check(cls, lambda primary: primary.replica(), clauses=[clause], seed=1)
     (result,) = report.results
     assert result.outcome == "failed", result

@@ -1,7 +1,9 @@
-"""After the README's editable install (``pip install -e .``), ``mypy --strict`` on a
-store outside the repository sees storetest and its types (setuptools' import-hook
-finder would hide them; ``package-dir`` in pyproject.toml makes the install a plain
-path in a ``.pth`` file, which mypy follows)."""
+"""After the README's editable install (``pip install -e .``, its first command), in a
+fresh venv: ``mypy --strict`` on a store outside the repository sees storetest and its
+types (setuptools' import-hook finder would hide them; ``package-dir`` in pyproject.toml
+makes the install a plain path in a ``.pth`` file, which mypy follows), and since that
+path is ``src/``, the clone's ``tests``, ``scripts``, ``benchmarks`` and ``examples`` are
+not importable (docs/architecture.md, "Why a src layout")."""
 
 from __future__ import annotations
 
@@ -38,9 +40,19 @@ def test_mypy_strict_sees_storetest_after_the_readmes_editable_install(tmp_path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
     # The README's command, without the dependencies (mypy needs storetest's own files only).
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "\npip install -e . && storetest check " in readme
     install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
                              capture_output=True, text=True, timeout=600, env=env)
     assert install.returncode == 0, install.stderr
+    found = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print([n for n in ('storetest', 'reference_stores', 'tests', "
+         "'scripts', 'benchmarks', 'examples') if u.find_spec(n)])"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, check=True)
+    assert found.stdout.split() == ["['storetest',", "'reference_stores']"], found.stdout
+    refused = subprocess.run([str(python), "-c", "import tests"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120, env=env)
+    assert refused.returncode == 1 and "No module named 'tests'" in refused.stderr, refused.stderr
     (tmp_path / "mystore.py").write_text(STORE)
     done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-executable",
                            str(python), "mystore.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600,

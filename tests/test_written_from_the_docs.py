@@ -1,4 +1,4 @@
-"""A store written from README.md and docs/contract.md alone (examples/json_file_store.py)
+"""A store written from README.md and docs/ (contract.md, options.md) alone (examples/json_file_store.py)
 passes every clause, replicas included."""
 
 from __future__ import annotations
