@@ -5,9 +5,12 @@ store author can act on. Every function returns one line, never raises."""
 from __future__ import annotations
 
 import difflib
+import html
 import json
 import re
+import string
 import unicodedata
+import urllib.parse
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -141,7 +144,7 @@ def describe_text(sent: str, got: str) -> str:
         return "characters replaced by '?' (a charset that cannot hold them, e.g. utf8mb3 or latin1)"
     if len(got_bytes) < len(sent_bytes) and sent_bytes.startswith(got_bytes.rstrip(b"?")):
         return (
-            f"truncated at {len(got_bytes)} bytes of {len(sent_bytes)} "
+            f"truncated at {len(got_bytes)} bytes ({len(got)} characters) of {len(sent_bytes)} "
             "(a length-limited column such as TEXT or VARCHAR)"
         )
     if got == sent.lower() or got == sent.upper():
@@ -307,12 +310,26 @@ def _strip_accents(s: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
 
 
+def _unescape_backslashes(text: str) -> str:
+    try:
+        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return text
+
+
 def describe_id_merge(one: str, other: str) -> str:
     """Why a store would treat two distinct session ids as one: every way they differ
     that some collation or key column ignores, named together (``'A'`` and ``'a  '``
     differ by case *and* trailing spaces)."""
     if "\x00" in one + other and one.split("\x00")[0] == other.split("\x00")[0]:
         return "ids were cut at a NUL character"
+    for decode, kind in ((urllib.parse.unquote_plus, "percent-escapes (URL-decoded on its way)"),
+                         (html.unescape, "HTML entities (HTML-unescaped on its way)"),
+                         (_unescape_backslashes, "backslash escapes (unescaped on its way)"),
+                         (lambda s: unicodedata.normalize("NFKC", s), "NFKC compatibility forms")):
+        if unicodedata.normalize("NFC", one) != unicodedata.normalize("NFC", other) and (
+                decode(one) == other or decode(other) == one or decode(one) == decode(other)):
+            return f"ids that are {kind} of each other were merged: an id must be kept as given"
     if one.startswith(other) or other.startswith(one):
         shorter = min(len(one), len(other))
         longer = max(one, other, key=len)
@@ -321,7 +338,13 @@ def describe_id_merge(one: str, other: str) -> str:
         if longer[shorter] in ":/.":
             return (
                 f"an id was merged with the id it starts with plus {longer[shorter:]!r}: keys built as "
-                "prefix:<id> and prefix:<id>:<kind> collide (escape the id, or close it in a hash tag)"
+                "prefix:<id> and prefix:<id>:<kind> collide, or a prefix scan under "
+                f"{longer[shorter]!r} reaches the longer id (escape the id, or close it in a hash tag)"
+            )
+        if longer[shorter] in string.punctuation:
+            return (
+                f"an id was merged with the id it starts with plus {longer[shorter:]!r}: a key or prefix "
+                f"scan joined with {longer[shorter]!r} reaches the longer id (escape the separator in ids)"
             )
         return (
             f"an id was merged with its {shorter}-character prefix "

@@ -19,7 +19,7 @@ import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from storetest._engine import races
+from storetest._engine import inputs, races
 from storetest._engine.backends import fresh_fixtures, open_handles
 from storetest._engine.diagnosis import shorten
 from storetest._engine.failures import RAISED, Check, checking, describe_exception
@@ -381,13 +381,16 @@ def _confusables(prefix: str) -> list[str]:
 def adk_sessions_are_isolated(t: Target) -> None:
     """Sessions keyed by (app, user, id) never see each other's events, however alike
     the ids: session ids, user ids and app names differing by case, trailing or
-    leading spaces, NFC vs NFD, SQL wildcards, a NUL, past the 64th and 128th character.
+    leading spaces, NFC vs NFD, SQL wildcards, a NUL, past the 64th and 128th character,
+    and every ASCII punctuation inside each of app, user and session id (app ``a`` with
+    user ``b:u`` beside app ``a:b`` with user ``u``).
     An id the backend cannot hold may be refused: an exception that creates nothing,
     with the handle still usable, is a *limit* listed in the report; a create refused
     with "already exists" for an id never created is a merge, and a failure.
 
     Catches case- and accent-insensitive collations, PAD SPACE comparison, ids stripped
-    of spaces (``InMemorySessionService``), truncated keys, a lookup by session id alone.
+    of spaces (``InMemorySessionService``), truncated keys, a lookup by session id alone,
+    a key joined as ``app:user:session`` with no escaping.
     """
     with checking(adk_sessions_are_isolated, t.run) as check:
         app, user = t.new_session("app-iso"), t.new_session("user-iso")
@@ -396,6 +399,9 @@ def adk_sessions_are_isolated(t: Target) -> None:
         short = ["a", "A", "a ", " a", "é", "e\u0301", "a%", "a_", "ab"]
         places += [_Place(app, f"{user}-{s}", "s") for s in short]
         places += [_Place(f"{app}-{s}", user, "s") for s in short]
+        # The input model's composite keys: every ASCII punctuation inside each component.
+        places += [_Place(*triple) for triple in inputs.composite_places(app, user, "s")]
+        places = list({(p.app, p.user, p.sid): p for p in places}.values())
         made: list[tuple[_Place, Any, list[dict[str, Any]]]] = []
         refused: dict[str, list[str]] = {}
         for i, p in enumerate(places):
@@ -458,17 +464,19 @@ def _reason(error: Exception) -> str:
 @clause(needs=NEEDS)
 def adk_list_sessions_lists_the_users(t: Target) -> None:
     """``list_sessions(app, user)`` lists exactly that user's sessions in that app: not
-    another user's (whose id differs by case or a trailing space), not another app's,
+    another user's (whose id differs by case or a trailing space, or extends it past any
+    ASCII punctuation: ``u:x`` beside ``u``), not another app's,
     not a deleted one; an unknown user gets an empty list; a session never created
     reads as ``None``.
 
     Catches a listing by ``LIKE`` or by a case-insensitive collation, a listing filtered
-    by app only, a delete that leaves the session listed.
+    by app only, a prefix scan of ``app:user:`` keys, a delete that leaves the session listed.
     """
     with checking(adk_list_sessions_lists_the_users, t.run) as check:
         app, user = t.new_session("app-list"), t.new_session("user-list")
         mine = [t.new_session("mine") for _ in range(3)]
         others = [(app, user.upper()), (app, user + " "), (app, user + "%"), (app + "-2", user)]
+        others += [(app, f"{user}{c}x") for c in inputs.PUNCTUATION]
         for sid in mine:
             _create(check, t.store, _Place(app, user, sid))
         for a, u in others:
