@@ -82,7 +82,7 @@ CHARACTER_FAMILIES: Final[dict[str, tuple[str, ...]]] = {
     "bidi marks": ("\u200e\u200f\u061c", "\u202a\u202b\u202c\u202d\u202e", "\u2066\u2067\u2068\u2069"),
     "fullwidth and compatibility forms": ("\uff21\uff41\uff10", "\ufb01", "\u2460\u216b\u337f", "\uff76"),
     "whitespace": ("".join(WHITESPACE),),
-    "case pairs": ("ß", "SS", "ẞ", "İ", "ı", "i", "I", "Σ", "σ", "ς", "K", "\u212a"),
+    "case pairs": ("ß", "SS", "ẞ", "İ", "\u0131", "i", "I", "Σ", "\u03c3", "ς", "K", "\u212a"),
     "escapes": ("%41", "%2F", "%00", "\\u0041", "\\x41", "\\n", "\\\\", "&amp;", "&#65;", "&lt;"),
     "line endings": ("\n", "\r\n", "\r", "\x85", "\u2028", "\u2029", "\v", "\f"),
 }
