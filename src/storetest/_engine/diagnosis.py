@@ -293,6 +293,10 @@ def describe_steers(sent: Sequence[str], got: Sequence[str]) -> str:
                             f"{_examples(list(lost.elements()))})")
         else:
             problems.append(f"{sum(lost.values())} steer(s) lost: {_examples(list(lost.elements()))}")
+            if got and got == sent[: len(got)]:
+                problems[-1] += (f" (the take returned only the first {len(got)} of {len(sent)} steers, "
+                                 f"{sum(len(x.encode()) for x in got):,} of {sum(len(x.encode()) for x in sent):,} "
+                                 "bytes: a take capped by a page size or a byte budget)")
     dup = Counter({k: have[k] - want[k] for k in have if k in want and have[k] > want[k]})
     if dup:
         problems.append(f"{sum(dup.values())} steer(s) duplicated: {_examples(list(dup))}")

@@ -185,7 +185,10 @@ def ladder(limit: int, start: int = 3) -> list[int]:
     return sizes
 
 
-_MIX = "aé"
+#: 11 bytes in 5 characters: more than twice as many bytes as characters, so for any
+#: byte width B some ladder size n has n <= B characters but more than B bytes (a column
+#: chosen by character count that cuts at bytes is crossed).
+_MIX = "é🙂Ab中"
 
 
 def chars_value(n: int, byte_limit: int | None = None) -> str:

@@ -411,7 +411,7 @@ def adk_sessions_are_isolated(t: Target) -> None:
                 if "exist" in str(exc).lower():
                     check.add(str(p), f"create_session() of {p.sid!r} (user {p.user!r}, app {p.app!r}) raised "
                               f"{describe_exception(exc)}, though no session had that id: ids are merged "
-                              "(compared case-insensitively, stripped or truncated)")
+                              + _why_merged(p, places[:i]))
                 else:
                     _refusal(t, check, p, exc, refused)
                 continue
@@ -432,6 +432,17 @@ def adk_sessions_are_isolated(t: Target) -> None:
         for reason, which in refused.items():
             t.limits.append(f"{len(which)} id(s) refused ({reason}): " + ", ".join(
                 shorten(s, 40) for s in which[:6]) + (" ..." if len(which) > 6 else ""))
+
+
+def _why_merged(p: _Place, earlier: list[_Place]) -> str:
+    """Why a create found an id taken: a joined key, else a collation or a cut."""
+    for c in inputs.PUNCTUATION:
+        key = c.join((p.app, p.user, p.sid))
+        other = next((q for q in earlier if c.join((q.app, q.user, q.sid)) == key), None)
+        if other is not None:
+            return (f"(app {other.app!r}, user {other.user!r}, session {other.sid!r} join to the same key under "
+                    f"{c!r}: a key built as app{c}user{c}session without escaping the separator)")
+    return "(compared case-insensitively, stripped or truncated)"
 
 
 def _refusal(t: Target, check: Check, p: _Place, error: Exception, refused: dict[str, list[str]]) -> None:
