@@ -85,7 +85,8 @@ def tool_arguments_are_kept_verbatim(t: Target) -> None:
     """Tool-call arguments come back byte for byte, valid JSON or not: a store never parses them.
 
     Every RFC 8259 production is asked at its edges (the input model's ``JSON_EDGES``:
-    bare values, 512-deep nesting, 4 KiB and duplicate keys, int64 and float64 edges).
+    bare values, 512-deep nesting, 4 KiB and duplicate keys, int64 and float64 edges),
+    and every character family of the input model as raw, non-JSON text.
     Catches the Postgres ``jsonb`` / MySQL ``JSON`` column (keys sorted, duplicate keys
     dropped, whitespace and numbers rewritten, escapes decoded), and a store that
     refuses or "repairs" the truncated JSON of a reply that was cut off.
@@ -93,7 +94,7 @@ def tool_arguments_are_kept_verbatim(t: Target) -> None:
     edges = [text for texts in inputs.JSON_EDGES.values() for text in texts]
     corpus = [
         Message("assistant", (ToolCall(f"call_{i}", "lookup", args),))
-        for i, args in enumerate([*strategies.NASTY_ARGUMENTS, *edges])
+        for i, args in enumerate([*strategies.NASTY_ARGUMENTS, *edges, *inputs.family_values()])
     ]
     with checking(tool_arguments_are_kept_verbatim, t.run) as check:
         _round_trip_each(t, check, t.new_session("arguments"), corpus)

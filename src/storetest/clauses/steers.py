@@ -42,7 +42,7 @@ def steers_are_taken_in_order_exactly_once(t: Target) -> None:
     ``LIMIT`` on the take or a 1,000-steer page (``LRANGE key 0 999``, then ``DEL``),
     or a take that returns only what fits a byte budget.
     """
-    corpus = ["b", "a", "c", "a", "a", "10", "9", "1.0", "", " ", *strategies.NASTY_TEXTS]
+    corpus = ["b", "a", "c", "a", "a", "10", "9", "1.0", "", " ", *strategies.NASTY_TEXTS, *inputs.family_values()]
     # 1,001 steers of about 1 KiB each: 1 MiB of text behind one take (the input
     # model's volume cells), past any fetch budget a take might keep to.
     pad = "s" * (inputs.STEER_QUEUE_BYTES // 1001 - 12)
