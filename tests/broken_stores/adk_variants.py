@@ -188,7 +188,8 @@ def _broken(name: str, bug: str, wild: str, clause: str, diagnosis: str, cls: ty
 
 BROKEN = [
     _broken("adk-colon-joined-keys", "sessions keyed by the unescaped string app:user:session",
-            "a third-party ADK service on a key-value store", "adk_sessions_are_isolated", "without escaping the separator",
+            "a third-party ADK service on a key-value store", "adk_sessions_are_isolated",
+            "without escaping the separator",
             ColonJoinedKeys),
     _broken("adk-create-check-then-insert", "create_session checks that the id is free, then inserts",
             "a SELECT then an INSERT with no unique key or lock", "adk_create_with_an_id_is_exclusive",
