@@ -4,9 +4,10 @@ cells a value (or a set of ids) reached.
 
 A cell is one point of one dimension of one field:
 
-- *size*: 0, 1 and 2^k - 1, 2^k, 2^k + 1 for k from 3 up to the field's limit,
-  counted in characters and, separately, in UTF-8 bytes with a multibyte character
-  last (so a cut one byte short splits it);
+- *size*: 0, 1 and 2^k - 1, 2^k, 2^k + 1 for k from 3 up to the field's limit (64 KiB
+  + 1 for a field without one), counted in characters and, separately, in UTF-8 bytes
+  with a multibyte character last (so a cut one byte short splits it); past that, for
+  message text, one value per power of two to 1 MiB, run once per check;
 - *characters*: a family of characters some layer changes (controls, noncharacters,
   bidi marks, case pairs that fold differently, escapes some layer decodes, ...);
 - *id relation*: two ids one key scheme confuses (``x`` and ``x<c>y`` for every ASCII
@@ -36,6 +37,7 @@ __all__ = [
     "ESCAPE_PAIRS",
     "FIELDS",
     "JSON_EDGES",
+    "NOT_YET",
     "PUNCTUATION",
     "STEER_QUEUE_BYTES",
     "WHITESPACE",
@@ -56,8 +58,10 @@ __all__ = [
 
 #: Fields without a contract limit run their size ladder to 1 MiB.
 UNBOUNDED: Final = 2**20
-#: Sizes up to this run in the clauses' cheap fixed cases; above it, once per check
-#: in ``large_values_round_trip`` and only for message text (the expensive cells).
+#: Sizes up to this run in the clauses' cheap fixed cases, every field; above it only
+#: message text, one value per power of two, once per check in
+#: ``large_values_round_trip`` (the expensive cells: four values of 1.9 MB in all, where
+#: the full triples to 1 MiB would be sixteen of 6.8 MB).
 CHEAP_LIMIT: Final = 2**16 + 1
 
 PUNCTUATION: Final = string.punctuation
@@ -139,12 +143,22 @@ class FieldSpec:
         return UNBOUNDED if self.limit is None else self.limit
 
     def sizes(self) -> list[int]:
-        """The size ladder's cells (bytes; characters too, past 1). A session id
-        starts at 31 bytes, since each run's ids start with a unique prefix."""
-        top = self.size_limit if self.expensive or self.limit else CHEAP_LIMIT
+        """The size ladder's cells (bytes; characters too, past 1), to the field's
+        limit or to :data:`CHEAP_LIMIT` for a field without one. A session id starts at
+        31 bytes, since each run's ids start with a unique prefix."""
+        top = self.limit or CHEAP_LIMIT
         if self.ids:
             return [n for n in ladder(top, start=5) if n > 1]
         return ladder(top)
+
+    def expensive_cells(self) -> list[Cell]:
+        """Past :data:`CHEAP_LIMIT`, for message text only: ``2^k + 1`` bytes and ``2^k``
+        characters for k from 17 to 20 (one value each, see :func:`expensive_sizes`)."""
+        if not self.expensive:
+            return []
+        return [cell for k in range(17, 21) for cell in (
+            Cell(self.protocol, self.name, "size in bytes", f"{2**k + 1:,} bytes"),
+            Cell(self.protocol, self.name, "size in characters", f"{2**k:,} characters"))]
 
 
 FIELDS: Final[tuple[FieldSpec, ...]] = (
@@ -157,6 +171,16 @@ FIELDS: Final[tuple[FieldSpec, ...]] = (
     FieldSpec("transcripts", "attachment data", chars=False, families=False),
     FieldSpec("transcripts", "steer text"),
     FieldSpec("transcripts", "session id", MAX_SESSION_ID_BYTES, ids=True),
+)
+
+#: Protocols and fields the model does not cover yet (their clauses keep their own
+#: fixed cases and strategies, unmeasured by the coverage report).
+NOT_YET: Final[tuple[str, ...]] = (
+    "entry logs (entry ids, kinds, custom data)",
+    "item histories (item and message fields, batches of 1 to N)",
+    "chat histories",
+    "ADK state keys and event fields (ADK ids only as composite-key relations)",
+    "the 16 MiB size cells of the ci profile",
 )
 
 #: Bytes the 1,001 queued steers of ``steers_are_taken_in_order_exactly_once`` total.
@@ -222,11 +246,11 @@ def size_values(spec: FieldSpec, up_to: int = CHEAP_LIMIT) -> list[str]:
 
 
 def expensive_sizes() -> list[str]:
-    """Message text past :data:`CHEAP_LIMIT` up to 1 MiB: for each k from 17 to 20,
-    ``2^k - 1 .. 2^k + 2`` bytes of ASCII ending in a 2-byte character, which are
-    ``2^k - 2 .. 2^k + 1`` characters, so four values reach both ladders' cells."""
-    sizes = [n for k in range(17, 21) for n in range(2**k - 1, 2**k + 3) if n <= UNBOUNDED + 1]
-    return ["c" * (n - 2) + "é" for n in sizes]
+    """Message text past :data:`CHEAP_LIMIT`: for each k from 17 to 20, ``2^k + 1``
+    bytes of ASCII ending in a 2-byte character, which is ``2^k`` characters: one value
+    per power of two crosses every cut at or below ``2^k`` in either unit, at the cost
+    of one value (the ladder's full triples stop at 64 KiB + 1, see :func:`FieldSpec.sizes`)."""
+    return ["c" * (2**k - 1) + "é" for k in range(17, 21)]
 
 
 def id_values(prefix: str) -> list[str]:
@@ -284,6 +308,7 @@ def cells() -> list[Cell]:
             out.append(Cell(p, f, "size in bytes", f"{n:,} bytes"))
             if spec.chars and n > 1:
                 out.append(Cell(p, f, "size in characters", f"{n:,} characters"))
+        out += spec.expensive_cells()
         if spec.families:
             out += [Cell(p, f, "characters", family) for family in CHARACTER_FAMILIES]
         if spec.json:

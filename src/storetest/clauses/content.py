@@ -113,8 +113,8 @@ def tool_arguments_are_kept_verbatim(t: Target) -> None:
 
 @clause()
 def large_values_round_trip(t: Target) -> None:
-    """Message text at every size past 64 KiB up to 1 MiB (2^k - 1 to 2^k + 1 bytes and
-    characters, k = 17..20), a 1 MiB tool result, a 1 MiB attachment, a 256 KiB tool
+    """Message text past 64 KiB up to 1 MiB (2^k + 1 bytes, 2^k characters, k = 17..20),
+    a 1 MiB tool result, a 1 MiB attachment, a 256 KiB tool
     argument and a 2,000-message transcript come back whole (and, for a store with
     steers, a 1 MiB steer).
 
