@@ -945,6 +945,24 @@ class SlashPrefixScanStore(MemoryStore):
         return [self.objects[k] for k in sorted(self.objects) if k.startswith(prefix)]
 
 
+class ClearByPrefixStore(MemoryStore):
+    """Saving an empty transcript deletes every session whose id starts with the id:
+    clearing ``x`` empties ``x!y``, ``x/y``, ``x:y``.
+
+    In the wild: ``DELETE FROM messages WHERE session LIKE 'x%'`` (or a key-prefix
+    delete) used to clear a session, while reads match the id exactly.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        checked = check_messages(messages)
+        if not checked:
+            for key in [k for k in self.backend.transcripts if k.startswith(session)]:
+                del self.backend.transcripts[key]
+            return
+        self.backend.transcripts[session] = checked
+
+
 class ByteBudgetTakeStore(MemoryStore):
     """``take_steers`` returns the oldest steers that fit a 256 KiB fetch budget (at
     least one) and leaves the rest queued for a later take.
@@ -1002,6 +1020,9 @@ BROKEN: list[BrokenStore] = [
             "messages at <id>/<position>, read and cleared by listing the prefix <id>/",
             "object-storage and directory stores listing by key prefix", "related_ids_stay_apart",
             "a prefix scan under '/'"),
+    _broken("memory-clear-by-prefix", ClearByPrefixStore,
+            "saving [] deletes every session whose id starts with the id", "DELETE ... WHERE session LIKE 'x%'",
+            "related_ids_stay_apart", "clearing"),
     _broken("memory-take-byte-budget", ByteBudgetTakeStore,
             "a take returns only the steers that fit 256 KiB, the rest later",
             "a take reading one size-limited fetch page", "steers_are_taken_in_order_exactly_once",
