@@ -144,8 +144,8 @@ def describe_text(sent: str, got: str) -> str:
         return "characters replaced by '?' (a charset that cannot hold them, e.g. utf8mb3 or latin1)"
     if len(got_bytes) < len(sent_bytes) and sent_bytes.startswith(got_bytes.rstrip(b"?")):
         return (
-            f"truncated at {len(got_bytes)} bytes ({len(got)} characters) of {len(sent_bytes)} "
-            "(a length-limited column such as TEXT or VARCHAR)"
+            f"truncated at {len(got_bytes)} bytes of {len(sent_bytes)} ({len(got)} of {len(sent)} characters "
+            "kept: a length-limited column such as TEXT or VARCHAR)"
         )
     if got == sent.lower() or got == sent.upper():
         return "case changed"
