@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import string
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -429,9 +429,3 @@ class Coverage:
                                              for other in group):
                             self._hit("adk", "app/user/session", f"{c} inside {component}")
 
-
-def reached(coverage: Iterable[Counter[Cell]]) -> Counter[Cell]:
-    total: Counter[Cell] = Counter()
-    for counts in coverage:
-        total.update(counts)
-    return total
