@@ -66,3 +66,14 @@ def test_the_ladders_have_the_model_sizes() -> None:
         assert len(value.encode()) == n and ord(value[-1]) > 0x7F
         assert len(inputs.chars_value(n)) == n
         assert len(inputs.chars_value(n).encode()) >= 2 * n
+
+
+def test_the_coverage_page_lists_every_cell() -> None:
+    """docs/coverage.md (scripts/coverage_table.py --write) names every cell of the model
+    and no other: it goes stale when a field or a dimension is added."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "coverage.md").read_text(encoding="utf-8")
+    listed = [line for line in page.splitlines() if line.startswith("| transcripts / ") or line.startswith("| adk / ")]
+    assert len(listed) == len(cells()), "docs/coverage.md is stale: run python scripts/coverage_table.py --write"
+    assert f"| **all** | | | **{len(cells())}** | **{len(cells())}** | |" in page
