@@ -81,6 +81,8 @@ one-line test file.
 - [{contract_title}](#the-transcript-store-contract): messages, roles, session ids, the four methods, errors
 {extra_toc}- [The codec](#the-codec): a lossless text encoding of messages, if you want one
 - [Factory and store lifecycle](#factory-and-store-lifecycle): what is called when, and what a factory is given
+- [The input-space model for values](#the-input-space-model-for-values): the sizes, characters, id relations,
+  JSON and volumes every default check reaches
 - [What a failure means](#what-a-failure-means): the transforms a diagnosis names
 - [The clauses](#the-clauses): every clause, what it checks and the real bug it exists for
 """
@@ -676,6 +678,55 @@ def render_failures() -> list[str]:
     return FAILURE_PROSE.format(rows=rows).splitlines()
 
 
+def _shown(text: str) -> str:
+    """A value for a table cell: ``repr`` without quotes, pipes escaped."""
+    if not text:
+        return "(empty)"
+    return "`" + repr(text)[1:-1].replace("|", "\\|").replace("`", "\\`") + "`"
+
+
+def render_inputs() -> list[str]:
+    """The input-space model (storetest._engine.inputs), as the code defines it."""
+    inputs = importlib.import_module("storetest._engine.inputs")
+    out = ["## The input-space model for values", "", markdown(inputs.__doc__), "",
+           "Every cell below is reached by fixed cases of the default profile, on every seed:",
+           "[coverage.md](coverage.md) (`python scripts/coverage_table.py`) counts them, and",
+           "`tests/test_coverage.py` fails when one is not reached.", "",
+           "### Fields and their size ladders", "",
+           "| protocol | field | limit | sizes (bytes; characters from 2) | other dimensions |",
+           "|---|---|---|---|---|"]
+    for spec in inputs.FIELDS:
+        sizes = spec.sizes()
+        other = [d for d, on in (("character families", spec.families), ("id relations", spec.ids),
+                                  ("JSON edges", spec.json)) if on]
+        limit = f"{spec.limit:,} bytes" if spec.limit else \
+            "none (ladder to 64 KiB + 1, then 2^k + 1 bytes to 1 MiB)" if spec.expensive \
+            else "none (ladder to 64 KiB + 1; one larger value in `large_values_round_trip`)"
+        top = spec.expensive_cells()[-2].name.split()[0] if spec.expensive else f"{sizes[-1]:,}"
+        out.append(f"| {spec.protocol} | {spec.name} | {limit} | {sizes[0]:,} .. {top} "
+                   f"({len(sizes) + len(spec.expensive_cells()) // 2} sizes{'' if spec.chars else ', bytes only'}) | "
+                   f"{', '.join(other) or '-'} |")
+    out += ["", "Sizes: " + markdown(inputs.ladder.__doc__), "", "In bytes: " + markdown(inputs.bytes_value.__doc__),
+            "In characters: " + markdown(inputs.chars_value.__doc__), "",
+            "### Character families", "", "| family | pieces |", "|---|---|"]
+    out += [f"| {family} | {', '.join(_shown(p) for p in pieces)} |"
+            for family, pieces in inputs.CHARACTER_FAMILIES.items()]
+    out += ["", "### Id relations", "", markdown(inputs.related_ids.__doc__), "",
+            "Separators: every ASCII punctuation character, " + _shown(inputs.PUNCTUATION) + ".", "",
+            "Whitespace: " + ", ".join(f"U+{ord(w):04X}" for w in inputs.WHITESPACE) + ".", "",
+            "| escape or normalization | one id ends | the other ends |", "|---|---|---|"]
+    out += [f"| {kind} | {_shown(a)} | {_shown(b)} |" for kind, (a, b) in inputs.ESCAPE_PAIRS.items()]
+    out += ["", "Composite keys (ADK's app, user, session): " + markdown(inputs.composite_places.__doc__), "",
+            "### JSON arguments at each RFC 8259 production's edges", "", "| production | texts |", "|---|---|"]
+    out += [f"| {production} | {', '.join(_shown(t if len(t) <= 60 else t[:28] + '...' + t[-28:]) for t in texts)} |"
+            for production, texts in inputs.JSON_EDGES.items()]
+    volumes = [c for c in inputs.cells() if c.dimension == "volume"]
+    out += ["", "### Volumes", "", *(f"- {c.field}: {c.name}" for c in volumes), "",
+            f"In all, {len(inputs.cells()):,} cells.", "", "Not yet in the model: " + "; ".join(inputs.NOT_YET) + ".",
+            ""]
+    return out
+
+
 def render() -> str:
     """The page, as the code stands."""
     sections: list[str] = []
@@ -694,7 +745,8 @@ def render() -> str:
             extra_toc += f"- [{title}](#{_slug(title)}): `{name}`\n"
     text = "\n".join([
         INTRO.format(contract_title=CONTRACT_MODULES[0][1], extra_toc=extra_toc),
-        *sections, *render_codec(), *render_lifecycle(), "", *render_failures(), "", *render_clauses(),
+        *sections, *render_codec(), *render_lifecycle(), "", *render_inputs(), "", *render_failures(), "",
+        *render_clauses(),
     ])
     # One blank line between blocks, none at the end of a line, one newline at the end.
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in text.splitlines()))

@@ -170,14 +170,14 @@ def test_run_conformance_reports_the_jsonb_style_store(pytester: pytest.Pytester
     )
     # The log and item clauses are not claimed: the factory's annotation says so, and they are no tests at all;
     # data_survives_idle and the two crash clauses it claims are skipped (opt-in).
-    result.assert_outcomes(passed=13, failed=2, skipped=3, deselected=3)
+    result.assert_outcomes(passed=15, failed=2, skipped=3, deselected=3)
     lines = result.stdout.lines
     start = next(i for i, line in enumerate(lines) if "storetest conformance (profile fast)" in line)
     end = next(i for i in range(start, len(lines)) if "short test summary" in lines[i])
     # The table wraps long diagnoses onto indented lines: join them back.
     report = " ".join(line.strip() for line in lines[start + 1 : end])
     items = len([c for c in CLAUSES if c.needs & {"items", "adk"}])
-    assert (f"jsonb-memory: {33 + items} clauses: 13 passed, 2 failed, 3 skipped, {15 + items} not claimed, "
+    assert (f"jsonb-memory: {35 + items} clauses: 15 passed, 2 failed, 3 skipped, {15 + items} not claimed, "
             "3 not run") in report
     assert (
         "FAIL tool_arguments_are_kept_verbatim" in " ".join(report.split())

@@ -40,7 +40,7 @@ FIRST_LINES = {
     "memory-keys-by-pattern": "an id with glob characters (* ? [ ]) matched another id",
     "memory-positions-as-text": "messages reordered: they came back in the saved positions [0, 1, 10, 11,",
     "memory-parts-by-kind": "content parts reordered",
-    "memory-take-first-thousand": "1 steer(s) lost: 'queued #1000'",
+    "memory-take-first-thousand": "1 steer(s) lost: 'queued #1000 ",
     "memory-chunk-boundary": "2000 messages saved, 1997 came back: 3 message(s) lost: #500 (user 'long #500')",
     "memory-unrelated-errors": "raised StoreError: save to session",
     "memory-expiring": "after 1 s idle: the transcript expired",
@@ -123,7 +123,10 @@ def test_missing_and_extra_messages_are_named_by_position_and_excerpt() -> None:
 
 
 def test_lost_steers_are_named() -> None:
-    assert describe_steers(["a", "b", "c"], ["a"]) == "2 steer(s) lost: 'b', 'c'"
+    assert describe_steers(["a", "b", "c"], ["a"]) == (
+        "2 steer(s) lost: 'b', 'c' (the take returned only the first 1 of 3 steers, 1 of 3 bytes: a take capped "
+        "by a page size or a byte budget)")
+    assert describe_steers(["a", "b", "c"], ["b"]) == "2 steer(s) lost: 'a', 'c'"
 
 
 def test_key_scheme_confusables_are_told_apart_from_collations() -> None:

@@ -11,7 +11,7 @@ from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.sessions import Session
 
 from storetest import adk_sessions
-from tests.adk_services import MemorySessionService
+from tests.adk_services import _BACKENDS, MemorySessionService
 from tests.broken_stores import BrokenStore
 
 
@@ -140,11 +140,57 @@ class TablesCreatedOnFirstUse(MemorySessionService):
         return await super().get_session(**kwargs)
 
 
+class _JoinedKeys(dict[Any, Any]):
+    """A dict of (app, user, session) keys stored under ``app:user:session``."""
+
+    def _k(self, key: Any) -> Any:
+        return ":".join(key) if isinstance(key, tuple) else key
+
+    def __getitem__(self, key: Any) -> Any:
+        return super().__getitem__(self._k(key))[1]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        joined = self._k(key)
+        first = super().get(joined, (key, None))[0]
+        super().__setitem__(joined, (first, value))
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(self._k(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        return super().pop(self._k(key), (None, *default))[1]
+
+    def items(self) -> Any:  # type: ignore[override]
+        return [pair for pair in super().values()]
+
+
+class ColonJoinedKeys(MemorySessionService):
+    """Keeps sessions under one string key ``app:user:session``, unescaped: app ``a``
+    with user ``b:c`` and app ``a:b`` with user ``c`` are one session."""
+
+    def __init__(self, tmp_path: Any) -> None:
+        super().__init__(tmp_path)
+        if not isinstance(self.sessions, _JoinedKeys):
+            joined = _JoinedKeys()
+            for key, value in self.sessions.items():
+                joined[key] = value
+            self.sessions = joined
+            loop = _BACKENDS[str(tmp_path)][0]
+            _BACKENDS[str(tmp_path)] = (loop, (self.lock, joined, self.scopes))
+
+
 def _broken(name: str, bug: str, wild: str, clause: str, diagnosis: str, cls: type, racy: bool = False) -> BrokenStore:
     return BrokenStore(name, bug, wild, clause, diagnosis, adk_sessions(cls), racy=racy)
 
 
 BROKEN = [
+    _broken("adk-colon-joined-keys", "sessions keyed by the unescaped string app:user:session",
+            "a third-party ADK service on a key-value store", "adk_sessions_are_isolated",
+            "without escaping the separator",
+            ColonJoinedKeys),
     _broken("adk-create-check-then-insert", "create_session checks that the id is free, then inserts",
             "a SELECT then an INSERT with no unique key or lock", "adk_create_with_an_id_is_exclusive",
             "checks for the id, then inserts", CreateChecksThenInserts, racy=True),

@@ -17,6 +17,7 @@ import json
 import threading
 import time
 import unicodedata
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -864,6 +865,122 @@ class ExpiringStore(MemoryStore):
         return await super().take_steers(session)
 
 
+# --- cells of the input model (storetest._engine.inputs) -------------------------------
+
+
+class CharsChosenByteColumnStore(_RewritingStore):
+    """Message text of up to 4,000 characters kept in a ``VARCHAR2(4000 BYTE)`` column,
+    longer text in a ``CLOB``: text of at most 4,000 characters but more than 4,000
+    bytes is cut at 4,000 bytes (a multibyte character split there is dropped).
+
+    In the wild: Oracle stores choosing the column by ``len(text)`` while the column
+    counts bytes (``NLS_LENGTH_SEMANTICS=BYTE``, the default).
+    """
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        if isinstance(part, Text) and len(part.text) <= 4000:
+            return Text(part.text.encode("utf-8")[:4000].decode("utf-8", "ignore"))
+        return part
+
+
+class ToolName255CharsStore(_RewritingStore):
+    """Tool names kept in a ``VARCHAR(255)`` column (255 characters), though the
+    contract allows 256 bytes: a 256-character ASCII name loses its last character.
+
+    In the wild: MySQL ``VARCHAR(255)`` in non-strict ``sql_mode``, the default width
+    of many ORMs' string columns.
+    """
+
+    @staticmethod
+    def rewrite(part: Content) -> Content:
+        if isinstance(part, ToolCall) and len(part.name) > 255:
+            return ToolCall(part.id, part.name[:255], part.arguments)
+        return part
+
+
+class PercentDecodedIdStore(MemoryStore):
+    """Session ids percent-decoded on their way in: ``%41`` and ``A`` are one session.
+
+    In the wild: an HTTP store whose session id travels in a URL path that the server
+    framework decodes, while the client did not encode it.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        await super().save(urllib.parse.unquote(check_session_id(session)), messages)
+
+    async def messages(self, session: str) -> list[Message]:
+        return await super().messages(urllib.parse.unquote(check_session_id(session)))
+
+    async def add_steer(self, session: str, text: str) -> None:
+        await super().add_steer(urllib.parse.unquote(check_session_id(session)), text)
+
+    async def take_steers(self, session: str) -> list[str]:
+        return await super().take_steers(urllib.parse.unquote(check_session_id(session)))
+
+
+class SlashPrefixScanStore(MemoryStore):
+    """Messages kept one object per message at ``<id>/<position>`` and read back by
+    listing the prefix ``<id>/``: session ``x`` also reads ``x/y``'s messages, and
+    saving ``x`` deletes them.
+
+    In the wild: stores on object storage (S3, GCS, a directory tree) that list by a
+    key prefix without escaping ``/`` in the id.
+    """
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.objects: dict[str, Message] = {}
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        prefix = check_session_id(session) + "/"
+        checked = check_messages(messages)
+        for key in [k for k in self.objects if k.startswith(prefix)]:
+            del self.objects[key]
+        for i, message in enumerate(checked):
+            self.objects[f"{prefix}{i:08d}"] = message
+
+    async def messages(self, session: str) -> list[Message]:
+        prefix = check_session_id(session) + "/"
+        return [self.objects[k] for k in sorted(self.objects) if k.startswith(prefix)]
+
+
+class ClearByPrefixStore(MemoryStore):
+    """Saving an empty transcript deletes every session whose id starts with the id:
+    clearing ``x`` empties ``x!y``, ``x/y``, ``x:y``.
+
+    In the wild: ``DELETE FROM messages WHERE session LIKE 'x%'`` (or a key-prefix
+    delete) used to clear a session, while reads match the id exactly.
+    """
+
+    async def save(self, session: str, messages: Sequence[Message]) -> None:
+        session = check_session_id(session)
+        checked = check_messages(messages)
+        if not checked:
+            for key in [k for k in self.backend.transcripts if k.startswith(session)]:
+                del self.backend.transcripts[key]
+            return
+        self.backend.transcripts[session] = checked
+
+
+class ByteBudgetTakeStore(MemoryStore):
+    """``take_steers`` returns the oldest steers that fit a 256 KiB fetch budget (at
+    least one) and leaves the rest queued for a later take.
+
+    In the wild: a take that reads one page of a size-limited fetch (a Kafka
+    ``fetch.max.bytes``, a DynamoDB 1 MB query page) and deletes what it read.
+    """
+
+    async def take_steers(self, session: str) -> list[str]:
+        queue = self.backend.steers.get(check_session_id(session), [])
+        taken, used = 0, 0
+        while taken < len(queue) and (taken == 0 or used + len(queue[taken].encode()) <= 2**18):
+            used += len(queue[taken].encode())
+            taken += 1
+        out, queue[:taken] = queue[:taken], []
+        return out
+
+
 def jsonb_arguments_store() -> JsonbArgumentsStore:
     """The jsonb-style store, for ``storetest check`` and the end-to-end test."""
     return JsonbArgumentsStore()
@@ -890,6 +1007,26 @@ def _broken(
 
 
 BROKEN: list[BrokenStore] = [
+    _broken("memory-varchar2-4000-bytes", CharsChosenByteColumnStore,
+            "text of up to 4,000 characters cut at 4,000 bytes",
+            "Oracle VARCHAR2(4000 BYTE) chosen by len(text), CLOB above",
+            "every_field_round_trips_at_every_size", "Text.text: truncated at"),
+    _broken("memory-tool-name-255-chars", ToolName255CharsStore, "tool names cut to 255 characters",
+            "a VARCHAR(255) tool_name column, non-strict sql_mode", "every_field_round_trips_at_every_size",
+            "ToolCall.name: truncated at"),
+    _broken("memory-percent-decoded-ids", PercentDecodedIdStore, "session ids percent-decoded on the way in",
+            "an id in a URL path the server decodes", "related_ids_stay_apart", "percent-escapes"),
+    _broken("memory-slash-prefix-scan", SlashPrefixScanStore,
+            "messages at <id>/<position>, read and cleared by listing the prefix <id>/",
+            "object-storage and directory stores listing by key prefix", "related_ids_stay_apart",
+            "a prefix scan under '/'"),
+    _broken("memory-clear-by-prefix", ClearByPrefixStore,
+            "saving [] deletes every session whose id starts with the id", "DELETE ... WHERE session LIKE 'x%'",
+            "related_ids_stay_apart", "clearing"),
+    _broken("memory-take-byte-budget", ByteBudgetTakeStore,
+            "a take returns only the steers that fit 256 KiB, the rest later",
+            "a take reading one size-limited fetch page", "steers_are_taken_in_order_exactly_once",
+            "a take capped by a page size or a byte budget"),
     _broken("memory-jsonb-arguments", JsonbArgumentsStore,
             "tool-call arguments parsed and re-serialized as jsonb does",
             "the seed Go SDK (json.RawMessage in jsonb); LangChain's parsed tool_calls[].args",
@@ -990,7 +1127,7 @@ BROKEN: list[BrokenStore] = [
     _broken("memory-take-first-thousand", TakeFirstThousandStore,
             "take_steers returns the first 1,000 steers and deletes them all",
             "Redis MULTI; LRANGE key 0 999; DEL key; EXEC; a SELECT ... LIMIT 1000 before the DELETE",
-            "steers_are_taken_in_order_exactly_once", "1 steer(s) lost: 'queued #1000'"),
+            "steers_are_taken_in_order_exactly_once", "1 steer(s) lost: 'queued #1000 "),
     _broken("memory-tool-result-truncated", ToolResultTruncatingStore, "tool results cut to 65,535 bytes",
             "a tool_output TEXT column beside a LONGTEXT content column",
             "large_values_round_trip", "ToolResult.content: truncated at 65535 bytes"),

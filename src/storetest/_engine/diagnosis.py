@@ -5,9 +5,12 @@ store author can act on. Every function returns one line, never raises."""
 from __future__ import annotations
 
 import difflib
+import html
 import json
 import re
+import string
 import unicodedata
+import urllib.parse
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -320,6 +323,10 @@ def describe_steers(sent: Sequence[str], got: Sequence[str]) -> str:
                             f"{_examples(list(lost.elements()))})")
         else:
             problems.append(f"{sum(lost.values())} steer(s) lost: {_examples(list(lost.elements()))}")
+            if got and got == sent[: len(got)]:
+                problems[-1] += (f" (the take returned only the first {len(got)} of {len(sent)} steers, "
+                                 f"{sum(len(x.encode()) for x in got):,} of {sum(len(x.encode()) for x in sent):,} "
+                                 "bytes: a take capped by a page size or a byte budget)")
     dup = Counter({k: have[k] - want[k] for k in have if k in want and have[k] > want[k]})
     if dup:
         problems.append(f"{sum(dup.values())} steer(s) duplicated: {_examples(list(dup))}")
@@ -337,12 +344,26 @@ def _strip_accents(s: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
 
 
+def _unescape_backslashes(text: str) -> str:
+    try:
+        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return text
+
+
 def describe_id_merge(one: str, other: str) -> str:
     """Why a store would treat two distinct session ids as one: every way they differ
     that some collation or key column ignores, named together (``'A'`` and ``'a  '``
     differ by case *and* trailing spaces)."""
     if "\x00" in one + other and one.split("\x00")[0] == other.split("\x00")[0]:
         return "ids were cut at a NUL character"
+    for decode, kind in ((urllib.parse.unquote_plus, "percent-escapes (URL-decoded on its way)"),
+                         (html.unescape, "HTML entities (HTML-unescaped on its way)"),
+                         (_unescape_backslashes, "backslash escapes (unescaped on its way)"),
+                         (lambda s: unicodedata.normalize("NFKC", s), "NFKC compatibility forms")):
+        if unicodedata.normalize("NFC", one) != unicodedata.normalize("NFC", other) and (
+                decode(one) == other or decode(other) == one or decode(one) == decode(other)):
+            return f"ids that are {kind} of each other were merged: an id must be kept as given"
     if one.startswith(other) or other.startswith(one):
         shorter = min(len(one), len(other))
         longer = max(one, other, key=len)
@@ -351,7 +372,13 @@ def describe_id_merge(one: str, other: str) -> str:
         if longer[shorter] in ":/.":
             return (
                 f"an id was merged with the id it starts with plus {longer[shorter:]!r}: keys built as "
-                "prefix:<id> and prefix:<id>:<kind> collide (escape the id, or close it in a hash tag)"
+                "prefix:<id> and prefix:<id>:<kind> collide, or a prefix scan under "
+                f"{longer[shorter]!r} reaches the longer id (escape the id, or close it in a hash tag)"
+            )
+        if longer[shorter] in string.punctuation:
+            return (
+                f"an id was merged with the id it starts with plus {longer[shorter:]!r}: a key or prefix "
+                f"scan joined with {longer[shorter]!r} reaches the longer id (escape the separator in ids)"
             )
         return (
             f"an id was merged with its {shorter}-character prefix "

@@ -19,7 +19,7 @@ import copy
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from storetest._engine import races
+from storetest._engine import inputs, races
 from storetest._engine.backends import fresh_fixtures, open_handles
 from storetest._engine.diagnosis import shorten
 from storetest._engine.failures import RAISED, Check, checking, describe_exception
@@ -381,13 +381,16 @@ def _confusables(prefix: str) -> list[str]:
 def adk_sessions_are_isolated(t: Target) -> None:
     """Sessions keyed by (app, user, id) never see each other's events, however alike
     the ids: session ids, user ids and app names differing by case, trailing or
-    leading spaces, NFC vs NFD, SQL wildcards, a NUL, past the 64th and 128th character.
+    leading spaces, NFC vs NFD, SQL wildcards, a NUL, past the 64th and 128th character,
+    and every ASCII punctuation inside each of app, user and session id (app ``a`` with
+    user ``b:u`` beside app ``a:b`` with user ``u``).
     An id the backend cannot hold may be refused: an exception that creates nothing,
     with the handle still usable, is a *limit* listed in the report; a create refused
     with "already exists" for an id never created is a merge, and a failure.
 
     Catches case- and accent-insensitive collations, PAD SPACE comparison, ids stripped
-    of spaces (``InMemorySessionService``), truncated keys, a lookup by session id alone.
+    of spaces (``InMemorySessionService``), truncated keys, a lookup by session id alone,
+    a key joined as ``app:user:session`` with no escaping.
     """
     with checking(adk_sessions_are_isolated, t.run) as check:
         app, user = t.new_session("app-iso"), t.new_session("user-iso")
@@ -396,6 +399,9 @@ def adk_sessions_are_isolated(t: Target) -> None:
         short = ["a", "A", "a ", " a", "é", "e\u0301", "a%", "a_", "ab"]
         places += [_Place(app, f"{user}-{s}", "s") for s in short]
         places += [_Place(f"{app}-{s}", user, "s") for s in short]
+        # The input model's composite keys: every ASCII punctuation inside each component.
+        places += [_Place(*triple) for triple in inputs.composite_places(app, user, "s")]
+        places = list({(p.app, p.user, p.sid): p for p in places}.values())
         made: list[tuple[_Place, Any, list[dict[str, Any]]]] = []
         refused: dict[str, list[str]] = {}
         for i, p in enumerate(places):
@@ -405,7 +411,7 @@ def adk_sessions_are_isolated(t: Target) -> None:
                 if "exist" in str(exc).lower():
                     check.add(str(p), f"create_session() of {p.sid!r} (user {p.user!r}, app {p.app!r}) raised "
                               f"{describe_exception(exc)}, though no session had that id: ids are merged "
-                              "(compared case-insensitively, stripped or truncated)")
+                              + _why_merged(p, places[:i]))
                 else:
                     _refusal(t, check, p, exc, refused)
                 continue
@@ -426,6 +432,17 @@ def adk_sessions_are_isolated(t: Target) -> None:
         for reason, which in refused.items():
             t.limits.append(f"{len(which)} id(s) refused ({reason}): " + ", ".join(
                 shorten(s, 40) for s in which[:6]) + (" ..." if len(which) > 6 else ""))
+
+
+def _why_merged(p: _Place, earlier: list[_Place]) -> str:
+    """Why a create found an id taken: a joined key, else a collation or a cut."""
+    for c in inputs.PUNCTUATION:
+        key = c.join((p.app, p.user, p.sid))
+        other = next((q for q in earlier if c.join((q.app, q.user, q.sid)) == key), None)
+        if other is not None:
+            return (f"(app {other.app!r}, user {other.user!r}, session {other.sid!r} join to the same key under "
+                    f"{c!r}: a key built as app{c}user{c}session without escaping the separator)")
+    return "(compared case-insensitively, stripped or truncated)"
 
 
 def _refusal(t: Target, check: Check, p: _Place, error: Exception, refused: dict[str, list[str]]) -> None:
@@ -458,17 +475,19 @@ def _reason(error: Exception) -> str:
 @clause(needs=NEEDS)
 def adk_list_sessions_lists_the_users(t: Target) -> None:
     """``list_sessions(app, user)`` lists exactly that user's sessions in that app: not
-    another user's (whose id differs by case or a trailing space), not another app's,
+    another user's (whose id differs by case or a trailing space, or extends it past any
+    ASCII punctuation: ``u:x`` beside ``u``), not another app's,
     not a deleted one; an unknown user gets an empty list; a session never created
     reads as ``None``.
 
     Catches a listing by ``LIKE`` or by a case-insensitive collation, a listing filtered
-    by app only, a delete that leaves the session listed.
+    by app only, a prefix scan of ``app:user:`` keys, a delete that leaves the session listed.
     """
     with checking(adk_list_sessions_lists_the_users, t.run) as check:
         app, user = t.new_session("app-list"), t.new_session("user-list")
         mine = [t.new_session("mine") for _ in range(3)]
         others = [(app, user.upper()), (app, user + " "), (app, user + "%"), (app + "-2", user)]
+        others += [(app, f"{user}{c}x") for c in inputs.PUNCTUATION]
         for sid in mine:
             _create(check, t.store, _Place(app, user, sid))
         for a, u in others:

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import note
 
-from storetest._engine import strategies
+from storetest._engine import inputs, strategies
 from storetest._engine.diagnosis import describe_steers, describe_text, describe_transcript, is_reordered
 from storetest._engine.failures import RAISED, Check, checking
 from storetest._engine.harness import Target
@@ -60,6 +60,12 @@ def transcript_round_trips_exactly(t: Target) -> None:
         Message("user", (Text(text), ToolResult(f"call_{i}", text), ToolCall(text, text, "{}")))
         for i, text in enumerate(strategies.NASTY_TEXTS)
     ] + [Message("user", (a,)) for a in strategies.NASTY_ATTACHMENTS] + list(strategies.LIMIT_MESSAGES)
+    # Every character family of the input model (storetest._engine.inputs) in every text field.
+    corpus += [
+        Message("assistant", (Text(piece), ToolCall(piece, piece, "{}"), ToolResult(piece, piece),
+                              Attachment(piece, piece.encode("utf-8"))))
+        for piece in inputs.family_values()
+    ]
     # Twins, apart and side by side: a transcript keeps a message said twice, twice.
     corpus += [Message.text("user", "twin"), Message.text("assistant", "between"), Message.text("user", "twin"),
                Message.text("user", "twin")]
@@ -81,13 +87,17 @@ def transcript_round_trips_exactly(t: Target) -> None:
 def tool_arguments_are_kept_verbatim(t: Target) -> None:
     """Tool-call arguments come back byte for byte, valid JSON or not: a store never parses them.
 
+    Every RFC 8259 production is asked at its edges (the input model's ``JSON_EDGES``:
+    bare values, 512-deep nesting, 4 KiB and duplicate keys, int64 and float64 edges),
+    and every character family of the input model as raw, non-JSON text.
     Catches the Postgres ``jsonb`` / MySQL ``JSON`` column (keys sorted, duplicate keys
     dropped, whitespace and numbers rewritten, escapes decoded), and a store that
     refuses or "repairs" the truncated JSON of a reply that was cut off.
     """
+    edges = [text for texts in inputs.JSON_EDGES.values() for text in texts]
     corpus = [
         Message("assistant", (ToolCall(f"call_{i}", "lookup", args),))
-        for i, args in enumerate(strategies.NASTY_ARGUMENTS)
+        for i, args in enumerate([*strategies.NASTY_ARGUMENTS, *edges, *inputs.family_values()])
     ]
     with checking(tool_arguments_are_kept_verbatim, t.run) as check:
         _round_trip_each(t, check, t.new_session("arguments"), corpus)
@@ -106,9 +116,10 @@ def tool_arguments_are_kept_verbatim(t: Target) -> None:
 
 @clause()
 def large_values_round_trip(t: Target) -> None:
-    """A 1 MiB message, a 1 MiB tool result, a 1 MiB attachment, a 256 KiB tool argument
-    and a 2,000-message transcript come back whole (and, for a store with steers, a
-    1 MiB steer).
+    """Message text past 64 KiB up to 1 MiB (2^k + 1 bytes, 2^k characters, k = 17..20),
+    a 1 MiB tool result, a 1 MiB attachment, a 256 KiB tool
+    argument and a 2,000-message transcript come back whole (and, for a store with
+    steers, a 1 MiB steer).
 
     The big values hold no NUL (the round-trip clauses ask NUL apart), so a backend
     that refuses NUL is still asked for size. Catches ``TEXT``/``VARCHAR``/``BLOB``
@@ -120,7 +131,7 @@ def large_values_round_trip(t: Target) -> None:
     big_bytes = bytes(range(256)) * (2**20 // 256)
     transcript_2000 = texts(2000, "long")
     cases = [
-        ("mib", [Message.text("user", mib)]),
+        ("text-sizes", [Message.text("user", text) for text in inputs.expensive_sizes()]),
         ("args", [Message("assistant", (ToolCall("call_big", "upload", big_args),))]),
         ("result", [Message("tool", (ToolResult("call_big", mib),))]),
         ("attachment", [Message("user", (Attachment("application/octet-stream", big_bytes),))]),
@@ -150,6 +161,61 @@ def large_values_round_trip(t: Target) -> None:
             diagnosis = (describe_text(mib, taken[0]) if isinstance(taken, list) and len(taken) == 1
                          else describe_steers([mib], taken) if isinstance(taken, list) else "bad result")
             check.add(session, f"a 1 MiB steer: {diagnosis}")
+
+
+def _field_corpora() -> list[tuple[str, list[Message]]]:
+    """Each transcript field at each of its cheap size cells (storetest._engine.inputs)."""
+    specs = {spec.name: spec for spec in inputs.FIELDS}
+
+    def sized(name: str) -> list[str]:
+        return inputs.size_values(specs[name])
+
+    data = bytes(range(256)) * (inputs.CHEAP_LIMIT // 256 + 1)
+    return [
+        ("message text", [Message.text("user", v) for v in sized("message text")]),
+        ("tool name", [Message("assistant", (ToolCall(f"call_{i}", v, "{}"),))
+                       for i, v in enumerate(sized("tool name"))]),
+        ("call id", [Message("assistant", (ToolCall(v, "lookup", "{}"),)) for v in sized("call id")]
+         + [Message("tool", (ToolResult(v, "result"),)) for v in sized("call id")]),
+        ("arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
+                       for i, v in enumerate(sized("arguments"))]),
+        ("tool result", [Message("tool", (ToolResult(f"call_{i}", v),)) for i, v in enumerate(sized("tool result"))]),
+        ("media type", [Message("user", (Attachment(v, b"\x00\xff"),)) for v in sized("media type")]),
+        ("attachment data", [Message("user", (Attachment("application/octet-stream", data[: len(v.encode())]),))
+                             for v in sized("attachment data")]),
+    ]
+
+
+@clause()
+def every_field_round_trips_at_every_size(t: Target) -> None:
+    """Every field comes back whole at every size of the input model's ladder: 0, 1 and
+    2^k - 1, 2^k, 2^k + 1 up to the field's limit (64 KiB + 1 here for fields without
+    one; ``large_values_round_trip`` goes on to 1 MiB), counted in characters and,
+    separately, in UTF-8 bytes with a multibyte character last; steers too, all queued
+    behind one take, and session ids at each size from 31 bytes to the 512-byte limit.
+
+    Catches a column that cuts at a width between the short values and 1 MiB: Oracle's
+    ``VARCHAR2(4000 BYTE)`` chosen for text of up to 4,000 characters, MySQL's
+    ``VARCHAR(255)`` tool name (255 characters, though the limit is 256 bytes),
+    ``TEXT``'s 65,535 bytes, a cut that splits a multibyte character.
+    """
+    with checking(every_field_round_trips_at_every_size, t.run) as check:
+        for field, corpus in _field_corpora():
+            if corpus:
+                _round_trip_each(t, check, t.new_session("sizes-" + field.replace(" ", "-")), corpus)
+        prefix = t.new_session("size-id-")
+        for session in inputs.id_values(prefix):
+            sent = [Message.text("user", f"saved to an id of {len(session.encode())} bytes")]
+            if check.call(session, "save()", t.store.save(session, sent)) is not RAISED:
+                check.transcript(session, sent, check.call(session, "messages()", t.store.messages(session)))
+        if not t.has("steers"):
+            return
+        session = t.new_session("sizes-steers")
+        queue = inputs.size_values(next(s for s in inputs.FIELDS if s.name == "steer text"))
+        added = [text for text in queue
+                 if check.call(session, f"add_steer({len(text.encode())} bytes)", t.store.add_steer(session, text))
+                 is not RAISED]
+        check.steers(session, added, check.call(session, "take_steers()", t.store.take_steers(session)))
 
 
 @clause()

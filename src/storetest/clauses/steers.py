@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from hypothesis import note
 from hypothesis import strategies as st
 
-from storetest._engine import strategies
+from storetest._engine import inputs, strategies
 from storetest._engine.failures import RAISED, Check, checking
 from storetest._engine.harness import Handle, Target
 from storetest.clauses._registry import clause
@@ -35,14 +35,18 @@ __all__ = ["account", "steer_race"]
 def steers_are_taken_in_order_exactly_once(t: Target) -> None:
     """Steers come back oldest first, each exactly once: a second take is empty,
     identical texts stay two steers, the text is verbatim, and one take returns
-    1,001 queued steers whole (one past the commonest page size).
+    1,001 queued steers whole (one past the commonest page size), 1 MiB of text in all.
 
     Catches a queue that is last-in-first-out, sorted by a timestamp that ties (or by
     text), deduplicated like a set, read without being deleted, or capped by a
-    ``LIMIT`` on the take or a 1,000-steer page (``LRANGE key 0 999``, then ``DEL``).
+    ``LIMIT`` on the take or a 1,000-steer page (``LRANGE key 0 999``, then ``DEL``),
+    or a take that returns only what fits a byte budget.
     """
-    corpus = ["b", "a", "c", "a", "a", "10", "9", "1.0", "", " ", *strategies.NASTY_TEXTS]
-    many = [f"queued #{i}" for i in range(1001)]
+    corpus = ["b", "a", "c", "a", "a", "10", "9", "1.0", "", " ", *strategies.NASTY_TEXTS, *inputs.family_values()]
+    # 1,001 steers of about 1 KiB each: 1 MiB of text behind one take (the input
+    # model's volume cells), past any fetch budget a take might keep to.
+    pad = "s" * (inputs.STEER_QUEUE_BYTES // 1001 - 12)
+    many = [f"queued #{i} {pad}" for i in range(1001)]
     with checking(steers_are_taken_in_order_exactly_once, t.run) as check:
         for label, queue in (("order", corpus), ("thousand", many)):
             session = t.new_session(label)

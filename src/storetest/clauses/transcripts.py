@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import note
 from hypothesis import strategies as st
 
-from storetest._engine import strategies
+from storetest._engine import inputs, strategies
 from storetest._engine.diagnosis import describe_id_merge, describe_transcript, key_scheme_clash
 from storetest._engine.failures import RAISED, checking, describe_exception
 from storetest._engine.harness import Target
@@ -236,6 +236,36 @@ def sessions_are_isolated(t: Target) -> None:
         _check_isolation(t, ids, sessions_are_isolated)
 
     example()
+
+
+@clause()
+def related_ids_stay_apart(t: Target) -> None:
+    """Ids in every relation of the input model keep their own data, and clearing one
+    (saving ``[]``, taking its steers) leaves the others whole: ``x`` beside ``x<c>y``
+    for every ASCII punctuation ``c`` (a prefix under each separator), ids that are
+    escapes or normalizations of each other (``%41`` and ``A``, ``&amp;`` and ``&``,
+    NFC and NFD, NFKC), each Unicode whitespace leading and trailing, each character
+    family.
+
+    Catches a key scheme that scans a prefix under a separator other than ``:``
+    (``x/*`` reads and deletes ``x/y``'s messages), an id percent- or HTML-decoded on
+    its way (a URL path, a form field), an id stripped of whitespace other than the
+    space, an id normalized to NFC or NFKC.
+    """
+    ids = inputs.related_ids(t.new_session("rel-"))
+    _check_isolation(t, ids, related_ids_stay_apart)
+    with checking(related_ids_stay_apart, t.run) as check:
+        cleared, others = ids[0], ids[1:]
+        if check.call(cleared, "save([])", t.store.save(cleared, [])) is RAISED:
+            return
+        if t.has("steers"):
+            check.call(cleared, "take_steers()", t.store.take_steers(cleared))
+        for i, session in enumerate(others, start=1):
+            want = [Message.text("user", f"saved to session #{i}")]
+            got = check.call(session, "messages()", t.store.messages(session))
+            if got is not RAISED and got != want:
+                check.add(session, f"clearing {cleared!r} (save of []) changed {session!r}: "
+                          + describe_id_merge(cleared, session), want, got)
 
 
 def _check_isolation(t: Target, ids: Sequence[str], clause_fn: Callable[..., Any]) -> None:
