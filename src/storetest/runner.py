@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from storetest._engine import stops
+from storetest._engine import forking, stops
 from storetest._engine.backends import ChildDied
 from storetest._engine.failures import Violation, conformance_failures, describe_exception, store_frames
 from storetest._engine.harness import (
@@ -224,7 +224,8 @@ def check(
     not_reached: list[str] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
     watch = stops.Watch(chosen.call_timeout)
-    with stops.watching(watch), hypothesis_home(), \
+    children = any((c.processes or (c.reopen and reopen is not None)) and c.name not in skip for c in order)
+    with forking.serving([factory, replica, reopen], children), stops.watching(watch), hypothesis_home(), \
             _Supplier(fixtures, [factory, *([replica] if replica else []),
                                  *([reopen] if reopen else [])]) as supply:
         for position, c in enumerate(order):
@@ -342,6 +343,8 @@ def _unguarded_main() -> str:
     import ast
     import sys
 
+    if not forking.unavailable():
+        return ""  # forked children do not re-run the script
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if main is None or not path or not path.endswith(".py"):
@@ -368,8 +371,11 @@ def _unguarded_main() -> str:
 
 
 def _unspawnable(factory: Callable[..., Any], label: str = "factory") -> str:
-    """Why ``factory`` cannot be opened in a child process, or ""."""
+    """Why ``factory`` cannot be opened in a child process, or "" (forked, any can)."""
     from storetest._engine.backends import SpawnError, spawn_reference
+
+    if not forking.unavailable():
+        return ""
 
     try:
         spawn_reference(factory, label)
