@@ -126,3 +126,24 @@ def test_storetest_check_runs_a_lambda_reopen(tmp_path: Path) -> None:
                          cwd=tmp_path, timeout=300, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "pass  log_appends_survive_a_crash" in ran.stdout and "24 kills in" in ran.stdout, ran.stdout
+
+
+def test_a_fork_server_ends_when_its_parent_dies() -> None:
+    """The server closes its copy of the parent's end of their pipe: a parent killed
+    outright (no atexit, no daemon clean-up) leaves no server behind."""
+    import subprocess
+    import sys
+    import time
+
+    from storetest._engine.crashing import alive
+
+    code = ("import os\nfrom storetest._engine.crashing import Zygote\n"
+            "print(Zygote(None, [os.getcwd], name='t').process.pid, flush=True)\nos._exit(0)\n")
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    server = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 30
+    while alive(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(server)

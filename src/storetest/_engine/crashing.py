@@ -110,7 +110,7 @@ class Zygote:
             process = context.Process(target=_zygote, args=(theirs, reference), daemon=True,
                                       name="storetest-crash-zygote")
         else:  # forked: the objects reach it in memory, never pickled
-            process = context.Process(target=_forked, args=(theirs, self.objects), daemon=True,
+            process = context.Process(target=_forked, args=(theirs, self.conn, self.objects), daemon=True,
                                       name="storetest-fork-server")
         self.process: multiprocessing.process.BaseProcess = process
         self.process.start()
@@ -294,7 +294,9 @@ def _zygote(conn: Any, reference: tuple[str, str]) -> None:
     _serve(conn, {0: made})
 
 
-def _forked(conn: Any, objects: dict[int, Any]) -> None:
+def _forked(conn: Any, ours: Any, objects: dict[int, Any]) -> None:
+    # The parent's end, inherited: closed, so the parent's death reads here as the end.
+    ours.close()
     # Ctrl-C reaches the terminal's whole process group: the parent stops and kills the
     # children it asked for; this process ends with it (a daemon) or when asked.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
