@@ -145,7 +145,7 @@ def bindings() -> None:
     for name, (imports, factory, crash) in BINDINGS.items():
         with tempfile.TemporaryDirectory(prefix="vs-langgraph-binding-") as d:
             script = CLAUSE_RUN.format(imports=imports, factory=factory, crash=crash)
-            wall, code, out = timed([sys.executable, "-c", script], Path(d), environment(Path(d) / "cache"))
+            _, code, out = timed([sys.executable, "-c", script], Path(d), environment(Path(d) / "cache"))
         try:
             found = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
