@@ -147,3 +147,33 @@ def test_a_fork_server_ends_when_its_parent_dies() -> None:
     while alive(server) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(server)
+
+
+def test_under_pytest_one_fork_server_serves_every_clause(pytester: pytest.Pytester, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server forked at the end of collection forks the children of the process
+    clause and of the crash clause alike: every child has the same parent, which is not
+    this process (no check() forked a server of its own)."""
+    parents = tmp_path / "parents"
+    monkeypatch.setenv("PARENTS_FILE", str(parents))
+    pytester.makepyfile(textwrap.dedent("""
+        import os
+        from storetest import item_sessions, run_conformance
+        from tests.item_histories import SQLiteItemSession
+
+        MAIN = os.getpid()
+
+        class Recorder(SQLiteItemSession):
+            def __init__(self, sid, path):
+                if os.getpid() != MAIN:
+                    with open(os.environ["PARENTS_FILE"], "a") as out:
+                        out.write(f"{os.getppid()}\\n")
+                super().__init__(sid, path)
+
+        make = item_sessions(lambda tmp_path: lambda sid: Recorder(sid, tmp_path / "items.db"))
+        run_conformance(make, reopen=make)
+    """))
+    result = pytester.runpytest("-p", "no:randomly", "-k", "adds_from_processes or items_survive_a_crash")
+    result.assert_outcomes(passed=2)
+    seen = parents.read_text().split()
+    assert len(seen) >= 5 and len(set(seen)) == 1 and int(seen[0]) != os.getpid(), seen

@@ -324,7 +324,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     specs = {id(spec): spec for item in session.items
              if (mark := item.get_closest_marker("storetest")) and mark.kwargs.get("clause") in forked
              and (spec := getattr(getattr(item, "cls", None), "__storetest_spec__", None)) is not None}
-    server = forking.start_shared(o for spec in specs.values() for o in (spec.factory, spec.replica, spec.reopen))
+    server = forking.start_shared(o for spec in specs.values() for o in (spec.factory, spec.reopen))
     if server is not None:
         session.config.add_cleanup(lambda: forking.stop_shared(server))
 

@@ -53,8 +53,8 @@ SKIP_NO_REPLICA: Final = (
 #: How a caller of :func:`check` gives a replica (the plugin and the command say it their way).
 CHECK_REPLICA: Final = "pass replica=<factory> to check()"
 SKIP_NO_REOPEN: Final = (
-    "opt-in: kills a child process writing through the store, then reopens the data; {how}, an "
-    "importable function whose parameters are named like the factory's (tmp_path, a database URL, "
+    "opt-in: kills a child process writing through the store, then reopens the data; {how}, a "
+    "function whose parameters are named like the factory's (tmp_path, a database URL, "
     "a prefix) and that opens the same data in any process (often the factory itself)"
 )
 CHECK_REOPEN: Final = "pass reopen=<factory> to check()"
@@ -163,9 +163,10 @@ def check(
     :param idle: seconds ``data_survives_idle`` waits between writing and reading back
         (the suite cannot see expiry otherwise); ``None``, the default, skips it.
     :param reopen: opens the data ``factory``'s store wrote, as a new handle, in any
-        process: a function defined at the top level of an importable module (child
-        processes import it as ``module:function``), whose parameters are named like the
-        factory's and get the same values, the data's location (``tmp_path``, a database
+        process: any callable (a lambda too; where children are spawned rather than
+        forked, a function at the top level of an importable module, which they import
+        as ``module:function``), whose parameters are named like the factory's and get
+        the same values, the data's location (``tmp_path``, a database
         URL, a key prefix); often the factory itself. With it the crash clauses run; without
         it they are skipped with a reason that says so.
     :param call_timeout: seconds one call into the store or a factory may take
@@ -225,7 +226,7 @@ def check(
     started = datetime.now(UTC).isoformat(timespec="seconds")
     watch = stops.Watch(chosen.call_timeout)
     children = any((c.processes or (c.reopen and reopen is not None)) and c.name not in skip for c in order)
-    with forking.serving([factory, replica, reopen], children), stops.watching(watch), hypothesis_home(), \
+    with forking.serving([factory, reopen], children), stops.watching(watch), hypothesis_home(), \
             _Supplier(fixtures, [factory, *([replica] if replica else []),
                                  *([reopen] if reopen else [])]) as supply:
         for position, c in enumerate(order):

@@ -2,8 +2,9 @@
 data is opened anew (``reopen=``) and must hold every acknowledged write, none in part,
 and take the next write. Opt-in: without ``reopen`` these clauses are skipped.
 
-Each clause runs lives of one child process (forked from a helper that was spawned
-once and imported the ``reopen`` factory, see :mod:`storetest._engine.crashing`): the child
+Each clause runs lives of one child process (forked by the run's fork server, which
+holds the ``reopen`` factory itself, or where children are spawned, by a helper spawned
+once that imported it; see :mod:`storetest._engine.crashing`): the child
 opens the store with ``reopen``, makes one call after another and says before and after
 each what it did, and dies at a random moment inside a chosen call, by SIGKILL, or, when
 the data is in a directory, by the kernel at a random byte of a write (a file-size
