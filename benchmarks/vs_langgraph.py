@@ -21,7 +21,8 @@ binding's store that has them: an item session (``tests.item_histories``, SQLite
 OpenAI Agents SDK's ``SQLiteSession`` and ``RedisSession`` (on a throwaway Redis), a
 LangChain chat history (``tests.chat_histories``, SQLite). ADK session services have
 no process or crash clause. Printed: the clause's own seconds (the report's) and its
-outcome.
+outcome; for the two stores with an importable factory, the process clause again right
+after with children spawned (``STORETEST_CHILDREN=spawn``) and the ratio forked/spawned.
 
 Needs the ``bench`` extra (``langgraph-checkpoint-conformance``, ``openai-agents``).
 Numbers from a shared machine are noisy: read them with the load beside them.
@@ -58,26 +59,27 @@ THEIRS = textwrap.dedent("""
     print(f"langgraph conformance: {passed} passed, {failed} failed")
 """)
 
-#: Per binding: the imports and a lambda factory (the fork server's case).
+#: Per binding: the imports, a lambda factory (the fork server's case), the crash clause
+#: it claims (or ""), and an importable factory for the spawned comparison (or "").
 BINDINGS = {
     "item session (SQLite, tests.item_histories)": (
         "from storetest import item_sessions\nfrom tests.item_histories import SQLiteItemSession",
         "item_sessions(lambda tmp_path: lambda sid: SQLiteItemSession(sid, tmp_path / 'items.db'))",
-        "items_survive_a_crash"),
+        "items_survive_a_crash", "tests.item_histories:sqlite_items"),
     "OpenAI Agents SQLiteSession": (
         "from functools import partial\nfrom storetest import item_sessions\nfrom agents import SQLiteSession",
         "item_sessions(lambda tmp_path: partial(SQLiteSession, db_path=tmp_path / 'sessions.db'))",
-        "items_survive_a_crash"),
+        "items_survive_a_crash", ""),
     "OpenAI Agents RedisSession (throwaway Redis)": (
         "from functools import partial\nimport redis.asyncio as redis\nfrom storetest import item_sessions, owned\n"
         "from agents.extensions.memory import RedisSession",
         "item_sessions(lambda storetest_redis_url, storetest_redis_prefix: partial(RedisSession, "
         "key_prefix=storetest_redis_prefix, redis_client=owned(redis.from_url(storetest_redis_url))))",
-        ""),
+        "", ""),
     "LangChain chat history (SQLite, tests.chat_histories)": (
         "from storetest import chat_histories\nfrom tests.chat_histories import SQLiteChatHistory",
         "chat_histories(lambda tmp_path: lambda sid: SQLiteChatHistory(sid, tmp_path / 'chat.db'))",
-        ""),
+        "", "tests.chat_histories:sqlite_chat"),
 }
 
 CLAUSE_RUN = textwrap.dedent("""
@@ -140,21 +142,43 @@ def side_by_side(rounds: int) -> None:
     print(f"  load after: {load()}")
 
 
+def clause_run(imports: str, factory: str, crash: str, spawn: bool) -> tuple[dict[str, object] | None, str]:
+    with tempfile.TemporaryDirectory(prefix="vs-langgraph-binding-") as d:
+        script = CLAUSE_RUN.format(imports=imports, factory=factory, crash=crash)
+        env = environment(Path(d) / "cache")
+        if spawn:
+            env["STORETEST_CHILDREN"] = "spawn"
+        _, code, out = timed([sys.executable, "-c", script], Path(d), env)
+    try:
+        found: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+        return found, ""
+    except (ValueError, IndexError):
+        return None, f"exit {code}: {out[-300:]}"
+
+
 def bindings() -> None:
     print(f"== the process clause (and a crash clause) per binding, lambda factories (load before {load()})")
-    for name, (imports, factory, crash) in BINDINGS.items():
-        with tempfile.TemporaryDirectory(prefix="vs-langgraph-binding-") as d:
-            script = CLAUSE_RUN.format(imports=imports, factory=factory, crash=crash)
-            _, code, out = timed([sys.executable, "-c", script], Path(d), environment(Path(d) / "cache"))
-        try:
-            found = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            print(f"  {name}: exit {code}: {out[-300:]}")
+    for name, (imports, factory, crash, importable) in BINDINGS.items():
+        found, error = clause_run(imports, factory, crash, spawn=False)
+        if found is None:
+            print(f"  {name}: {error}")
             continue
-        for clause, outcome, seconds, diagnosis in found["results"]:
+        forked: dict[str, float] = {}
+        for clause, outcome, seconds, diagnosis in found["results"]:  # type: ignore[attr-defined]
+            forked[clause] = seconds
             print(f"  {name:52s} {clause:32s} {seconds:5.2f} s  {outcome}"
                   + (f" ({diagnosis})" if outcome != "passed" else ""))
         print(f"  {'':52s} {'(whole process, imports included)':32s} {found['wall']:5.2f} s  (load {load()})")
+        if importable:
+            # Side by side: the same store, its factory importable, children spawned.
+            module, _, attribute = importable.partition(":")
+            spawned, error = clause_run(f"from {module} import {attribute}", attribute, "", spawn=True)
+            if spawned is None:
+                print(f"  {name} spawned: {error}")
+                continue
+            for clause, outcome, seconds, _ in spawned["results"]:  # type: ignore[attr-defined]
+                print(f"  {'  spawned (STORETEST_CHILDREN=spawn)':52s} {clause:32s} {seconds:5.2f} s  {outcome}; "
+                      f"forked/spawned = {forked[clause] / seconds:.2f}x  (load {load()})")
 
 
 def main() -> None:
