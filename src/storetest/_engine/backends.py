@@ -32,14 +32,16 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from storetest._engine import forking, stops
 from storetest._engine.crashing import Zygote, alive, death
 from storetest._engine.crashing import resolve as _resolve
 from storetest._engine.harness import Handle, Target, close_factory, enter_factory, open_target
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 __all__ = ["ChildDied", "SpawnError", "fresh_fixtures", "open_handles", "run_in_processes", "shared_connections",
            "spawn_reference"]
@@ -208,6 +210,8 @@ def _run_forked(server: Zygote, key: int, t: Target, work: str, arguments: Seque
     """:func:`run_in_processes` with children forked by ``server``: each connects to a
     socket here, says when its handle is open, is told to go once all are, and sends
     its result on the same connection."""
+    from multiprocessing.connection import Connection  # only when children are forked
+
     watch = stops.current()
     n = len(arguments)
     with tempfile.TemporaryDirectory(prefix="storetest-children-") as directory:
@@ -231,7 +235,8 @@ def _run_forked(server: Zygote, key: int, t: Target, work: str, arguments: Seque
             while len(out) < n:
                 if watch.interrupted:
                     raise stops.Interrupt  # Ctrl-C stops the clause here too
-                readable, _, _ = select.select([listener, *conns], [], [], 0.2)
+                waitables: list[Any] = [listener, *conns]
+                readable, _, _ = select.select(waitables, [], [], 0.2)
                 for r in readable:
                     if r is listener:
                         conns.append(Connection(listener.accept()[0].detach()))
@@ -239,7 +244,7 @@ def _run_forked(server: Zygote, key: int, t: Target, work: str, arguments: Seque
                     try:
                         message = r.recv()
                     except (EOFError, OSError):
-                        conns.remove(r)  # type: ignore[arg-type]
+                        conns.remove(r)
                         continue
                     if message[0] == "ready":
                         ready.add(message[1])
@@ -333,6 +338,8 @@ def _forked_child(made: Any, k: int, address: str, fixtures: dict[str, Any], wor
                   clause: str, profile: Any, seed: int, nonce: str, tag: str, timeout: float) -> None:
     """In a child forked by the fork server (``made`` the factory itself): as
     :func:`_child`, the barrier and the answer through a connection to the parent."""
+    from multiprocessing.connection import Connection
+
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(address)
     conn = Connection(sock.detach())

@@ -104,15 +104,17 @@ class Zygote:
         self._asking = threading.Lock()
         #: It stopped answering, or its pipe broke: killed, never asked again.
         self.broken = False
-        context = multiprocessing.get_context("spawn" if reference is not None else "fork")
-        self.conn, theirs = context.Pipe()
+        self.process: multiprocessing.process.BaseProcess
         if reference is not None:
-            process = context.Process(target=_zygote, args=(theirs, reference), daemon=True,
-                                      name="storetest-crash-zygote")
+            spawn = multiprocessing.get_context("spawn")
+            self.conn, theirs = spawn.Pipe()
+            self.process = spawn.Process(target=_zygote, args=(theirs, reference), daemon=True,
+                                         name="storetest-crash-zygote")
         else:  # forked: the objects reach it in memory, never pickled
-            process = context.Process(target=_forked, args=(theirs, self.conn, self.objects), daemon=True,
-                                      name="storetest-fork-server")
-        self.process: multiprocessing.process.BaseProcess = process
+            fork = multiprocessing.get_context("fork")
+            self.conn, theirs = fork.Pipe()
+            self.process = fork.Process(target=_forked, args=(theirs, self.conn, self.objects), daemon=True,
+                                        name="storetest-fork-server")
         self.process.start()
         theirs.close()
         if not self.conn.poll(START_TIMEOUT):
