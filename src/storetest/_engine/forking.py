@@ -9,8 +9,10 @@ Where it is forked: under pytest, at the end of collection (every factory given 
 ``run_conformance`` exists then, and no clause has run), in the process that runs the
 tests (each xdist worker, for its own tests); by ``check()`` at its start when no such
 server holds its factories (``storetest check``, a script, a test calling ``check()``).
-It is forked before storetest starts any thread of its own, but after whatever the
-caller's code started at import (xdist's own thread in a worker; a driver's pool).
+Either way it is forked before that run starts a thread; threads that exist already
+(xdist's own in a worker, a driver's pool made at import, an earlier run's) are not
+copied into it, only their memory, so a lock one of them held stays held there: the
+server and its children use no lock of theirs.
 
 Where fork is not used, children are spawned and import the factory as
 ``module:function`` (:mod:`storetest._engine.backends`): on a platform without fork,
