@@ -11,8 +11,8 @@ tests (each xdist worker, for its own tests); by ``check()`` at its start when n
 server holds its factories (``storetest check``, a script, a test calling ``check()``).
 Either way it is forked before that run starts a thread; threads that exist already
 (xdist's own in a worker, a driver's pool made at import, an earlier run's) are not
-copied into it, only their memory, so a lock one of them held stays held there: the
-server and its children use no lock of theirs.
+copied into it, only their memory, so a lock one of them held at that moment stays
+held in the server and its children.
 
 Where fork is not used, children are spawned and import the factory as
 ``module:function`` (:mod:`storetest._engine.backends`): on a platform without fork,
