@@ -170,9 +170,10 @@ All three go through `storetest.check`, so they call factories the same way.
 - **Reopening, for the crash clauses.** With `reopen=open_again` (`storetest check
   --reopen MODULE:FACTORY`), the crash clauses kill a process writing through the store
   and open the data again. `open_again` opens the data the factory's store wrote, as a
-  new handle, from *any* process: it must be a function at the top level of an
-  importable module (a child process imports it as `module:function`; a lambda is
-  refused), and its parameters are named like the factory's and receive the same values,
+  new handle, from *any* process: any callable, a lambda too (the children are forked
+  from a process that holds it; where they are spawned instead, `STORETEST_CHILDREN=spawn`
+  or no fork, it must be a function at the top level of an importable module, which a
+  child imports as `module:function`), and its parameters are named like the factory's and receive the same values,
   the data's location (`tmp_path`, a database URL, a Redis prefix), never a live object.
   Often it is the factory itself (`run_conformance(make, reopen=make)`), when opening
   creates nothing that is already there. It may be any kind of factory; each child

@@ -42,7 +42,9 @@ def test_without_reopen_the_crash_clauses_are_skipped_saying_how() -> None:
     assert {o for c, (o, _) in outcomes.items() if c != "log_appends_survive_a_crash"} == {"not claimed"}
 
 
-def test_a_reopen_a_child_cannot_import_is_refused() -> None:
+def test_a_reopen_a_child_cannot_import_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where children are spawned; forked, any reopen works (tests/test_forked_children.py)."""
+    monkeypatch.setenv("STORETEST_CHILDREN", "spawn")
     with pytest.raises(TypeError, match="top level of an importable module"):
         check(jsonl, reopen=lambda tmp_path: JsonlLogStore(tmp_path))
     with pytest.raises(TypeError, match=re.escape("run_conformance(reopen=...)")):
@@ -118,13 +120,14 @@ def test_a_childs_teardown_error_is_named_as_its_teardown() -> None:
             in result.details), result.details
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "storetest.cli", "check", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                          cwd=cwd, timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env})
 
 
 def test_storetest_check_reopen(tmp_path: Path) -> None:
-    """``--reopen`` runs them; without it the skip names the flag; a lambda is a usage error."""
+    """``--reopen`` runs them; without it the skip names the flag; a lambda is a usage error
+    where children are spawned (forked, it runs: tests/test_forked_children.py)."""
     (tmp_path / "stores.py").write_text(textwrap.dedent("""
         from reference_stores.jsonl_log import JsonlLogStore
         def make(tmp_path):
@@ -137,7 +140,7 @@ def test_storetest_check_reopen(tmp_path: Path) -> None:
     skipped = _cli("stores.py:make", "-k", "log_appends_survive", "-q", cwd=tmp_path)
     assert skipped.returncode == 0 and "pass --reopen MODULE:FACTORY" in " ".join(skipped.stdout.split()), \
         skipped.stdout
-    refused = _cli("stores.py:make", "--reopen", "stores.py:nameless", cwd=tmp_path)
+    refused = _cli("stores.py:make", "--reopen", "stores.py:nameless", cwd=tmp_path, STORETEST_CHILDREN="spawn")
     assert refused.returncode == 4 and "importable module" in refused.stderr, refused.stderr
 
 

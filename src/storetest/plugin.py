@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from storetest._engine import servers
+from storetest._engine import forking, servers
 from storetest._engine.failures import Violation
 from storetest._engine.harness import CAPABILITIES, declared_capabilities, new_nonce
 from storetest._engine.profiles import PROFILES, check_call_timeout, check_idle, profile_named
@@ -82,14 +82,15 @@ def run_conformance(
         they are reported as skipped with that reason.
     :param reopen: opens the data the factory's store wrote, as a new handle, from any
         process, for the crash clauses (a child process writing through it is killed,
-        then the data is reopened and checked): a function at the top level of an
-        importable module whose parameters are named like the factory's and get the same
-        values (``tmp_path``, a database URL), often the factory itself. Without it,
-        those clauses are skipped with a reason that says so.
+        then the data is reopened and checked): any callable (a function at the top level
+        of an importable module where children are spawned, see docs/performance.md)
+        whose parameters are named like the factory's and get the same values
+        (``tmp_path``, a database URL), often the factory itself. Without it, those
+        clauses are skipped with a reason that says so.
     :returns: the test class. Unassigned, it is collected as ``TestConformance_<name>``;
         assign it (``TestMyStore = run_conformance(...)``) to choose its name.
-    :raises TypeError: ``factory`` or ``replica`` is not callable, or ``reopen`` is not
-        importable by a child process (a lambda, a nested function).
+    :raises TypeError: ``factory`` or ``replica`` is not callable, or children are
+        spawned and ``reopen`` is not importable by one (a lambda, a nested function).
     :raises ValueError: ``skip`` names a clause that does not exist.
     """
     for label, fn in (("factory", factory), ("replica", replica)):
@@ -313,6 +314,19 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(_ConformanceReport(config), "storetest-report")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The fork server for the process and crash clauses collected here (each xdist
+    # worker collects its own): forked now, when every factory exists and no clause ran.
+    forked = {c.name for c in CLAUSES if c.processes or c.reopen}
+    specs = {id(spec): spec for item in session.items
+             if (mark := item.get_closest_marker("storetest")) and mark.kwargs.get("clause") in forked
+             and (spec := getattr(getattr(item, "cls", None), "__storetest_spec__", None)) is not None}
+    server = forking.start_shared(o for spec in specs.values() for o in (spec.factory, spec.reopen))
+    if server is not None:
+        session.config.add_cleanup(lambda: forking.stop_shared(server))
 
 
 @pytest.hookimpl(wrapper=True)

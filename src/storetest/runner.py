@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from storetest._engine import stops
+from storetest._engine import forking, stops
 from storetest._engine.backends import ChildDied
 from storetest._engine.failures import Violation, conformance_failures, describe_exception, store_frames
 from storetest._engine.harness import (
@@ -53,8 +53,8 @@ SKIP_NO_REPLICA: Final = (
 #: How a caller of :func:`check` gives a replica (the plugin and the command say it their way).
 CHECK_REPLICA: Final = "pass replica=<factory> to check()"
 SKIP_NO_REOPEN: Final = (
-    "opt-in: kills a child process writing through the store, then reopens the data; {how}, an "
-    "importable function whose parameters are named like the factory's (tmp_path, a database URL, "
+    "opt-in: kills a child process writing through the store, then reopens the data; {how}, a "
+    "function whose parameters are named like the factory's (tmp_path, a database URL, "
     "a prefix) and that opens the same data in any process (often the factory itself)"
 )
 CHECK_REOPEN: Final = "pass reopen=<factory> to check()"
@@ -163,9 +163,10 @@ def check(
     :param idle: seconds ``data_survives_idle`` waits between writing and reading back
         (the suite cannot see expiry otherwise); ``None``, the default, skips it.
     :param reopen: opens the data ``factory``'s store wrote, as a new handle, in any
-        process: a function defined at the top level of an importable module (child
-        processes import it as ``module:function``), whose parameters are named like the
-        factory's and get the same values, the data's location (``tmp_path``, a database
+        process: any callable (a lambda too; where children are spawned rather than
+        forked, a function at the top level of an importable module, which they import
+        as ``module:function``), whose parameters are named like the factory's and get
+        the same values, the data's location (``tmp_path``, a database
         URL, a key prefix); often the factory itself. With it the crash clauses run; without
         it they are skipped with a reason that says so.
     :param call_timeout: seconds one call into the store or a factory may take
@@ -224,7 +225,8 @@ def check(
     not_reached: list[str] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
     watch = stops.Watch(chosen.call_timeout)
-    with stops.watching(watch), hypothesis_home(), \
+    children = any((c.processes or (c.reopen and reopen is not None)) and c.name not in skip for c in order)
+    with forking.serving([factory, reopen], children), stops.watching(watch), hypothesis_home(), \
             _Supplier(fixtures, [factory, *([replica] if replica else []),
                                  *([reopen] if reopen else [])]) as supply:
         for position, c in enumerate(order):
@@ -342,6 +344,8 @@ def _unguarded_main() -> str:
     import ast
     import sys
 
+    if not forking.unavailable():
+        return ""  # forked children do not re-run the script
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if main is None or not path or not path.endswith(".py"):
@@ -368,8 +372,11 @@ def _unguarded_main() -> str:
 
 
 def _unspawnable(factory: Callable[..., Any], label: str = "factory") -> str:
-    """Why ``factory`` cannot be opened in a child process, or ""."""
+    """Why ``factory`` cannot be opened in a child process, or "" (forked, any can)."""
     from storetest._engine.backends import SpawnError, spawn_reference
+
+    if not forking.unavailable():
+        return ""
 
     try:
         spawn_reference(factory, label)

@@ -1,6 +1,8 @@
-"""Child processes to kill: a *zygote*, spawned once per crash clause, imports the
-``reopen`` factory's module (and so the store and its driver), then forks one child
-per life on request. A child starts clean (the zygote has no threads, no event loop, no
+"""Child processes to kill: a *zygote* forks one child per life on request. It is
+either the run's fork server (:mod:`storetest._engine.forking`: a fork of the process
+made before the clauses ran, holding the factory objects themselves, lambdas included)
+or, where fork is not used, a process spawned once per ``reopen`` factory that imports
+its module (and so the store and its driver). A child starts clean (the zygote has no threads, no event loop, no
 connection: only imports) and costs a fork, not an interpreter start, so a clause can
 kill dozens of them in seconds.
 
@@ -18,6 +20,7 @@ it), so the write that reaches the limit lands in part and the process dies at o
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import multiprocessing
 import os
@@ -26,12 +29,12 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["Life", "Zygote", "record"]
+__all__ = ["Life", "Zygote", "alive", "death", "record", "resolve"]
 
 #: Seconds a child may take to open its store, or the zygote to start.
 START_TIMEOUT: Final = 120.0
@@ -74,8 +77,11 @@ _SHARED_LOCK = threading.Lock()
 
 
 class Zygote:
-    """A spawned process that has imported ``reference`` (``module:function``, and a
-    wrapper rebuilding a binding around it) and forks children on request."""
+    """A process that forks children on request, each running ``work(made, *args)``
+    with ``made`` one of the objects it holds (by key): spawned, it has imported
+    ``reference`` (``module:function``, and a wrapper rebuilding a binding around it)
+    and holds it under key 0; forked (``reference`` None), it holds ``objects`` as they
+    were in this process at the fork, under their ``id()``."""
 
     @classmethod
     def shared(cls, reference: tuple[str, str]) -> Zygote:
@@ -88,25 +94,49 @@ class Zygote:
                 zygote = _SHARED[reference] = cls(reference)
             return zygote
 
-    def __init__(self, reference: tuple[str, str]) -> None:
-        context = multiprocessing.get_context("spawn")
+    def __init__(self, reference: tuple[str, str] | None, objects: Sequence[Any] = (),
+                 name: str = "the crash clauses' helper process") -> None:
+        self.name = name
+        #: What the forked server holds (kept alive here, so no id() is reused meanwhile).
+        self.objects = {id(o): o for o in objects}
         # One question and its answer at a time: a crash clause left in a call by a
         # runner's timeout may still ask while the next test's crash clause does.
         self._asking = threading.Lock()
         #: It stopped answering, or its pipe broke: killed, never asked again.
         self.broken = False
-        self.conn, theirs = context.Pipe()
-        self.process = context.Process(target=_zygote, args=(theirs, reference), daemon=True,
-                                       name="storetest-crash-zygote")
+        self.process: multiprocessing.process.BaseProcess
+        if reference is not None:
+            spawn = multiprocessing.get_context("spawn")
+            self.conn, theirs = spawn.Pipe()
+            self.process = spawn.Process(target=_zygote, args=(theirs, reference), daemon=True,
+                                         name="storetest-crash-zygote")
+        else:  # forked: the objects reach it in memory, never pickled
+            fork = multiprocessing.get_context("fork")
+            self.conn, theirs = fork.Pipe()
+            self.process = fork.Process(target=_forked, args=(theirs, self.conn, self.objects), daemon=True,
+                                        name="storetest-fork-server")
         self.process.start()
         theirs.close()
         if not self.conn.poll(START_TIMEOUT):
             self.close()
-            raise RuntimeError(f"the crash clauses' helper process did not start within {START_TIMEOUT:g} s")
+            raise RuntimeError(f"{self.name} did not start within {START_TIMEOUT:g} s")
         ok, why = self.conn.recv()
         if not ok:
             self.close()
-            raise RuntimeError(f"the crash clauses' helper process could not import the reopen factory: {why}")
+            raise RuntimeError(f"{self.name} could not import the reopen factory: {why}")
+        #: Sockets this process had open at the fork (a connection or pool made before the
+        #: run): a forked child shares them with this process.
+        self.sockets: str = why
+
+    def fork(self, work: str, args: tuple[Any, ...], key: int = 0) -> int:
+        """A child running ``work(objects[key], *args)``; its pid. Reap it with :meth:`reap`."""
+        pid: int = self._ask("fork", work, args, key)
+        return pid
+
+    def reap(self, pid: int) -> int:
+        """Wait for child ``pid`` to end; its wait status."""
+        status: int = self._ask("reap", pid)
+        return status
 
     def close(self) -> None:
         with self._asking:
@@ -132,10 +162,10 @@ class Zygote:
                 self.broken = True
                 self.process.kill()
                 self.process.join(timeout=10)
-            raise RuntimeError("the crash clauses' helper process stopped answering")
+            raise RuntimeError(f"{self.name} stopped answering")
 
     @contextlib.contextmanager
-    def child(self, work: str, args: tuple[Any, ...]) -> Iterator[_Child]:
+    def child(self, work: str, args: tuple[Any, ...], key: int = 0) -> Iterator[_Child]:
         """A forked child running ``work(made, fifo, *args)``; killed and reaped when
         the block ends, whatever happened."""
         with tempfile.TemporaryDirectory(prefix="storetest-crash-") as directory:
@@ -145,15 +175,15 @@ class Zygote:
             # Ours, so the FIFO shows no end of file before the child has opened it.
             hold = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
             try:
-                pid = self._ask("fork", work, (fifo, *args))
+                pid = self.fork(work, (fifo, *args), key)
                 child = _Child(pid, read)
                 try:
                     yield child
                 finally:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    status = self._ask("reap", pid)
-                    child.life.death = _death(status)
+                    status = self.reap(pid)
+                    child.life.death = death(status)
                     os.close(hold)
                     hold = -1
                     child.drain(until_eof=True)
@@ -217,11 +247,16 @@ class _Child:
         return True
 
     def alive(self) -> bool:
-        try:
-            os.kill(self.pid, 0)  # a zombie answers too: the zygote reaps it when asked
-        except ProcessLookupError:
-            return False
-        return _not_zombie(self.pid)
+        return alive(self.pid)
+
+
+def alive(pid: int) -> bool:
+    """Whether child ``pid`` of a zygote has not ended (ended, a zombie until reaped)."""
+    try:
+        os.kill(pid, 0)  # a zombie answers too: the zygote reaps it when asked
+    except ProcessLookupError:
+        return False
+    return _not_zombie(pid)
 
 
 def _not_zombie(pid: int) -> bool:
@@ -232,37 +267,81 @@ def _not_zombie(pid: int) -> bool:
         return True  # no /proc: assume alive, the kill at the end settles it
 
 
-def _death(status: int) -> str:
+def death(status: int) -> str:
+    """How a process ended, from its wait status: a signal's name, or its exit status."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
     return f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"status {status}"
 
 
-def _zygote(conn: Any, reference: tuple[str, str]) -> None:
-    from storetest._engine.backends import _resolve
+def resolve(reference: str) -> Any:
+    """The object a child finds by ``module:qualname``."""
+    module, _, name = reference.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
 
+
+def _zygote(conn: Any, reference: tuple[str, str]) -> None:
     try:
-        made = _resolve(reference[0])
+        made = resolve(reference[0])
         if reference[1]:
-            made = _resolve(reference[1])(made)
+            made = resolve(reference[1])(made)
     except BaseException as exc:  # said to the parent, whatever it was
         conn.send((False, f"{type(exc).__name__}: {exc}"))
         return
     conn.send((True, ""))
+    _serve(conn, {0: made})
+
+
+def _forked(conn: Any, ours: Any, objects: dict[int, Any]) -> None:
+    # The parent's end, inherited: closed, so the parent's death reads here as the end.
+    ours.close()
+    # Ctrl-C reaches the terminal's whole process group: the parent stops and kills the
+    # children it asked for; this process ends with it (a daemon) or when asked.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn.send((True, _open_sockets()))
+    _serve(conn, objects)
+
+
+def _open_sockets() -> str:
+    """The peers of the network sockets this process has open, "" if none (or no /proc)."""
+    import socket
+
+    peers = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                    continue
+                s = socket.socket(fileno=os.dup(int(name)))
+                try:
+                    peer = s.getpeername() if s.type == socket.SOCK_STREAM else None
+                    if s.family in (socket.AF_INET, socket.AF_INET6) and peer:
+                        peers.append(f"{peer[0]}:{peer[1]}")
+                    elif s.family == socket.AF_UNIX and peer:
+                        peers.append(str(peer))
+                finally:
+                    s.close()
+    return ", ".join(sorted(set(peers)))
+
+
+def _serve(conn: Any, objects: dict[int, Any]) -> None:
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):
             return
         if message[0] == "fork":
-            _, work, args = message
+            _, work, args, key = message
             pid = os.fork()
             if pid == 0:  # the child: never returns into multiprocessing
                 code = 0
                 try:
                     conn.close()
-                    _resolve(work)(made, *args)
+                    resolve(work)(objects[key], *args)
                 except BaseException:
                     code = 1
                 finally:

@@ -2,8 +2,9 @@
 data is opened anew (``reopen=``) and must hold every acknowledged write, none in part,
 and take the next write. Opt-in: without ``reopen`` these clauses are skipped.
 
-Each clause runs lives of one child process (forked from a helper that was spawned
-once and imported the ``reopen`` factory, see :mod:`storetest._engine.crashing`): the child
+Each clause runs lives of one child process (forked by the run's fork server, which
+holds the ``reopen`` factory itself, or where children are spawned, by a helper spawned
+once that imported it; see :mod:`storetest._engine.crashing`): the child
 opens the store with ``reopen``, makes one call after another and says before and after
 each what it did, and dies at a random moment inside a chosen call, by SIGKILL, or, when
 the data is in a directory, by the kernel at a random byte of a write (a file-size
@@ -37,7 +38,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final
 
-from storetest._engine import stops
+from storetest._engine import forking, stops
 from storetest._engine.crashing import START_TIMEOUT, Life, Zygote, record
 from storetest._engine.diagnosis import describe_log, shorten
 from storetest._engine.failures import Check, checking, describe_exception
@@ -241,7 +242,7 @@ class _Run:
     def directory(self) -> bool:
         return any(isinstance(v, Path) and v.is_dir() for v in self.locations.values())
 
-    def life(self, zygote: Zygote, rng: random.Random) -> Life:
+    def life(self, zygote: Zygote, rng: random.Random, key: int = 0) -> Life:
         """Run one child until it dies; what it did."""
         first = self.next
         target = first + rng.randint(0, _MOST_BEFORE)
@@ -253,7 +254,7 @@ class _Run:
         estimate = statistics.median(self.durations[-20:]) if self.durations else 0.01
         args = (self.kind, self.locations, self.session, first, target if by_limit else None, offset,
                 stops.current().timeout)
-        with zygote.child(_WORK, args) as child:
+        with zygote.child(_WORK, args, key) as child:
             if child.wait_for("R", first, START_TIMEOUT) is not None:
                 begun = child.wait_for("B", target, 5 + 20 * estimate * (target - first + 1))
                 if begun is not None:
@@ -284,7 +285,7 @@ def _crash_clause(t: Target, fn: Callable[..., None], kind: str,
     """Kill children of ``kind`` until the profile's bound; ``judge`` each life on a
     store the parent opened with ``reopen``."""
     assert t.reopen is not None, "a crash clause runs only with reopen="
-    from storetest._engine.backends import spawn_reference
+    from storetest._engine.backends import shared_connections, spawn_reference
 
     run = _Run(t, kind, t.new_session(f"crash-{kind}"))
     rng = random.Random(f"{t.seed}:{fn.__name__}")
@@ -297,18 +298,20 @@ def _crash_clause(t: Target, fn: Callable[..., None], kind: str,
                       f"({describe_exception(exc)}): give reopen the data's location (a path, a URL, a "
                       "prefix), not a live object such as a pool or a connection")
             return
-        zygote = Zygote.shared(spawn_reference(t.reopen, "reopen factory"))
+        # Forked by the fork server holding reopen itself, else by a zygote spawned to import it.
+        zygote, key = forking.server_for(t.reopen) or (Zygote.shared(spawn_reference(t.reopen, "reopen factory")), 0)
         try:
             for k in range(t.profile.crash_kills):
                 if time.monotonic() - started > t.profile.crash_seconds:
                     run.figures["stopped by the time bound"] = 1
                     break
-                life = run.life(zygote, rng)
+                life = run.life(zygote, rng, key)
                 t.tick()
                 for error in life.errors()[:1]:
                     what = _DOING.get(error.get("doing", ""), f"call #{error['n']}")
                     check.add(run.session, f"in the child process, {what} raised {error['error']} "
-                              f"({f'after {k} kills' if k else 'before any kill'}; nothing else was running)")
+                              f"({f'after {k} kills' if k else 'before any kill'}; nothing else was running)"
+                              + shared_connections(t.reopen))
                 try:
                     with open_target(t.clause, t.reopen, None, t.fixtures, t.profile, t.seed, t.nonce,
                                      t.tag) as reopened:

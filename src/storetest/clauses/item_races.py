@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from storetest._engine import races
-from storetest._engine.backends import fresh_fixtures, open_handles, run_in_processes
+from storetest._engine.backends import fresh_fixtures, open_handles, run_in_processes, shared_connections
 from storetest._engine.failures import RAISED, Check, checking, describe_exception
 from storetest._engine.harness import Handle, Target
 from storetest.clauses._item_support import NEEDS, expect, labelled, read, texts_of
@@ -171,9 +171,12 @@ def _batches_writer(handle: Handle, session: str, w: int, acked: list[object],
 def _contiguous(check: Check, session: str, batches: list[list[Item]], seen: list[object],
                 what: str) -> bool:
     """Each batch in ``seen`` is whole or absent, and its items adjacent and in order."""
+    positions: dict[object, list[int]] = {}  # one pass over seen, not one per batch
+    for i, x in enumerate(seen):
+        positions.setdefault(x, []).append(i)
     for batch in batches:
         texts = texts_of(batch)
-        where = [i for i, x in enumerate(seen) if x in texts]
+        where = sorted(i for x in set(texts) for i in positions.get(x, ()))
         if not where:
             continue
         if len(where) != len(batch):
@@ -366,10 +369,11 @@ def process_worker(t: Target, role: str, w: int, session: str, seconds: float,
 
 @clause(needs=NEEDS, races=True, processes=True)
 def adds_from_processes_land_whole(t: Target) -> None:
-    """Writers in separate processes (spawned, each opening the store from its
-    importable factory), adding batches to one session at once, all land: every item
-    exactly once, each batch whole and adjacent, each writer's batches in order; and a
-    reader in another process never sees part of a batch.
+    """Writers in separate processes (forked from the run's fork server, or spawned
+    and importing the factory by name), each on its own handle, adding batches to one
+    session at once, all land: every item exactly once, each batch whole and adjacent,
+    each writer's batches in order; and a reader in another process never sees part of
+    a batch.
 
     Catches a lock that holds within one process only (``asyncio.Lock``,
     ``threading.Lock``: openai-agents-python #1953), batches written item by item, a
@@ -386,7 +390,7 @@ def adds_from_processes_land_whole(t: Target) -> None:
             check.add(session, "a reader in another process saw part of a batch: the batch is written item by item, "
                       "not in one transaction", got=view)
         for error in [e for _, errors in results for e in errors[:2]] + reader_errors[:2]:
-            check.add(session, f"a call in a child process raised: {error}")
+            check.add(session, f"a call in a child process raised: {error}{shared_connections(t.factory)}")
         got = read(check, t, session)
         if got is RAISED:
             return
@@ -396,7 +400,10 @@ def adds_from_processes_land_whole(t: Target) -> None:
             return
         every = [labelled(f"p{w}-b{b}", size) for w in range(writers) for b in range(len(results[w][0]) // size)]
         _contiguous(check, session, every, seen, "the history holds")
+        first: dict[object, int] = {}
+        for i, x in enumerate(seen):
+            first.setdefault(x, i)
         for w, (done, _) in enumerate(results):
-            order = [seen.index(x) for x in done if x in seen]
+            order = [first[x] for x in done if x in first]
             if order != sorted(order):
                 check.add(session, f"process {w}'s items came back out of the order it added them", done, seen)
