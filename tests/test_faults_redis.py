@@ -34,6 +34,11 @@ from redis.backoff import NoBackoff  # noqa: E402
 
 from reference_stores.redis import RedisStore, session_key  # noqa: E402
 from reference_stores.redis_log import RedisLogStore  # noqa: E402
+from storetest.contract import OutcomeUnknown  # noqa: E402
+
+#: The receipt window of the stores in these tests (seconds; longer than their bound):
+#: a take's steers whose outcome its handle never learnt come back to any take after it.
+WINDOW = 2.0
 
 
 def _client(url: str) -> Any:
@@ -102,30 +107,33 @@ def test_redis_log_connections_cut_at_random_points(storetest_redis_url: str, st
 def test_redis_connections_cut_at_random_points(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
     """Saves, reads, adds and takes of two RedisStore handles, their connections cut
     before a script, RPUSH or a read's EXEC, after it was sent, and in the middle of its
-    reply. A take
-    whose reply is lost reads back what it took (its receipt): it returns, or raises
-    StoreError if it took nothing."""
+    reply. A take whose reply is lost gives its receipt up on a new connection and
+    raises StoreError (the next take returns what it took); a take whose
+    acknowledgement of its receipt is cut raises OutcomeUnknown with its steers. Every
+    steer acknowledged comes back, once (the drain waits out the receipt window)."""
     rng = random.Random(SEED)
     sessions = [f"conn-{secrets.token_hex(3)}-{i}" for i in range(2)]
 
     async def main() -> dict[str, Any]:
-        async with _through_proxy(storetest_redis_url, lambda c: RedisStore(c, prefix=storetest_redis_prefix)) as (
-            proxy, stores, direct
-        ):
+        async with _through_proxy(
+            storetest_redis_url, lambda c: RedisStore(c, prefix=storetest_redis_prefix, receipt_seconds=WINDOW)
+        ) as (proxy, stores, direct):
             store = stores[0]
 
             def kind_of(name: bytes, arg: bytes) -> logconn.Kind:
-                if name == b"RPUSH" or arg == store._save.sha.encode():
+                if name == b"RPUSH" or arg in (store._save.sha.encode(), store._ack.sha.encode()):
                     return "write"
-                # A take reads back what it took; the rest read (a read is a MULTI/EXEC).
+                # A take gives up its receipt; the rest read (a read is a MULTI/EXEC).
                 return "recovered" if arg == store._take.sha.encode() else "read"
 
-            run = connkill.Run(checker=RedisStore(direct, prefix=storetest_redis_prefix, cache_sessions=0))
-            # Never the read-back of a take's receipt: a take whose reply and read-back
-            # are both lost loses its steers (the store's docstring says so).
+            run = connkill.Run(checker=RedisStore(direct, prefix=storetest_redis_prefix, cache_sessions=0,
+                                                  receipt_seconds=WINDOW))
+            # Never the give-up of a take's receipt: its take would raise OutcomeUnknown
+            # for a cut the accounting calls a read (its steers would still come back).
             cutting = logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"RPUSH", b"EXEC"],
-                                            spare=[store._claim.sha.encode()])
+                                            spare=[store._give_up_script.sha.encode()])
             await _work_while(run, connkill.workers(run, stores, sessions), cutting)
+            await asyncio.sleep(WINDOW)
             await connkill.drain(run)
             figures = logconn.cut_figures(run, proxy, kind_of)
             # The handles work again after all those cuts.
@@ -136,26 +144,29 @@ def test_redis_connections_cut_at_random_points(storetest_redis_url: str, storet
     report("connection cuts redis", asyncio.run(main()))
 
 
-def test_a_take_arriving_after_its_receipt_was_read_back_takes_nothing(
+def test_a_take_arriving_after_its_receipt_was_given_up_takes_nothing(
     storetest_redis_url: str, storetest_redis_prefix: str
 ) -> None:
-    """The read-back of a lost take's receipt marks it: the take, if it reaches the
-    server only then (a late packet), leaves the steers queued for the next take."""
+    """The give-up of a lost take's receipt marks it when the take has not run: the take,
+    if it reaches the server only then (a late packet), leaves the steers queued for the
+    next take."""
     session = f"late-{secrets.token_hex(3)}"
 
-    async def main() -> tuple[list[bytes], list[bytes], list[str]]:
+    async def main() -> tuple[int, list[bytes], list[str]]:
         client = _client(storetest_redis_url)
         try:
             store = RedisStore(client, prefix=storetest_redis_prefix)
             await store.add_steer(session, "s1")
-            steers, receipt = (session_key(storetest_redis_prefix, session, k) for k in ("s", "rlate"))
-            claimed = await store._claim(keys=[receipt], args=[60])
-            late = await store._take(keys=[steers, receipt], args=[60])
-            return claimed, late, await store.take_steers(session)
+            steers, receipt, flight, given = (
+                session_key(storetest_redis_prefix, session, k) for k in ("s", "rlate", "p", "a"))
+            ran = await store._give_up_script(keys=[receipt, given], args=[store._window, "late"])
+            late = await store._take(keys=[steers, receipt, flight, given],
+                                     args=[store._window, "late", session_key(storetest_redis_prefix, session, "r")])
+            return ran, late, await store.take_steers(session)
         finally:
             await client.aclose()
 
-    assert asyncio.run(main()) == ([], [], ["s1"])
+    assert asyncio.run(main()) == (0, [], ["s1"])
 
 
 # Server restarts and stalls (issue 33) ---------------------------------------------
@@ -185,7 +196,7 @@ def _redis_ready(url: str) -> bool:
 
 
 def _receipts(url: str, prefix: str, session: str) -> list[list[str]]:
-    """Every take receipt of ``session`` still holding steers (see restart.account_stranded)."""
+    """Every take receipt of ``session`` still holding steers (after a drain: none)."""
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=10)
@@ -211,13 +222,14 @@ def test_redis_restarted_under_a_workload_of_several_processes() -> None:
 
     async def open_stores() -> dict[str, Any]:
         client = _bounded_client(proxied)
-        return {"store": RedisStore(client, prefix=RESTART_PREFIX),
+        return {"store": RedisStore(client, prefix=RESTART_PREFIX, receipt_seconds=WINDOW),
                 "log": RedisLogStore(client, prefix=RESTART_PREFIX)}
 
     async def _drain() -> list[str]:
+        await asyncio.sleep(WINDOW)  # the receipts of takes whose outcome nobody learnt come back
         client = _client(server.url)
         try:
-            store, taken = RedisStore(client, prefix=RESTART_PREFIX), []
+            store, taken = RedisStore(client, prefix=RESTART_PREFIX, receipt_seconds=WINDOW), []
             while got := await store.take_steers(restart.QUEUE):
                 taken += got
             return taken
@@ -235,11 +247,13 @@ def test_redis_restarted_under_a_workload_of_several_processes() -> None:
         figures = restart.run(
             server, proxy, REDIS_WRITES, open_stores, lambda: asyncio.run(_drain()),
             lambda s: asyncio.run(_log(s)), ["fast", "immediate", "SIGKILL"], BOUND, "a write",
-            lambda: _receipts(server.url, RESTART_PREFIX, restart.QUEUE),
         )
+        left = _receipts(server.url, RESTART_PREFIX, restart.QUEUE)
     finally:
         proxy.close()
         server.close()
+    figures["steers left in receipts after the drain"] = sum(map(len, left))
+    figures["problems"] += [f"a receipt still holds {steers} after the drain" for steers in left]
     report("restarts redis", figures)
 
 
@@ -258,10 +272,10 @@ def test_redis_connections_stalled_past_the_bound(storetest_redis_url: str, stor
     async def main() -> tuple[dict[str, Any], dict[str, Any]]:
         clients = [_bounded_client(_proxied(storetest_redis_url, proxy)) for _ in range(2)]
         direct = _client(storetest_redis_url)
-        run = connkill.Run(checker=RedisStore(direct, prefix=prefix, cache_sessions=0))
+        run = connkill.Run(checker=RedisStore(direct, prefix=prefix, cache_sessions=0, receipt_seconds=WINDOW))
         log_run = logconn.LogRun(checker=None)
         sessions = [f"stall-{secrets.token_hex(3)}-{i}" for i in range(2)]
-        stores = [RedisStore(c, prefix=prefix) for c in clients]
+        stores = [RedisStore(c, prefix=prefix, receipt_seconds=WINDOW) for c in clients]
         logs = [RedisLogStore(c, prefix=prefix) for c in clients]
         tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
         tasks += [asyncio.ensure_future(w()) for w in logconn.workers(log_run, logs, sessions, SEED)]
@@ -272,6 +286,7 @@ def test_redis_connections_stalled_past_the_bound(storetest_redis_url: str, stor
             log_run.stop.set()
             await asyncio.gather(*tasks)
             await logconn.handles_work_after(run, stores, logs, sessions[0])
+            await asyncio.sleep(WINDOW)
             await connkill.drain(run)
             log_figures = await logconn.final_figures(log_run, RedisLogStore(direct, prefix=prefix))
         finally:
@@ -284,11 +299,134 @@ def test_redis_connections_stalled_past_the_bound(storetest_redis_url: str, stor
             for c in [*clients, direct]:
                 await c.aclose()
             proxy.close()
-        stranded = restart.account_stranded(run.ledger, _receipts(storetest_redis_url, prefix, connkill.QUEUE),
-                                            run.problems)
-        return ({"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter()), **stranded},
+        left = _receipts(storetest_redis_url, prefix, connkill.QUEUE)
+        run.problems += [f"a receipt still holds {steers} after the drain" for steers in left]
+        return ({"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter()),
+                 "steers left in receipts after the drain": sum(map(len, left))},
                 {"stalls": connkill.stall_rows(log_run, windows, BOUND), **log_figures})
 
     figures, log_figures = asyncio.run(main())
     report("stalls redis", figures)
     report("stalls redis log", log_figures)
+
+
+# Takes whose reply and read-back were both lost (issue 46) ------------------------
+
+
+def _cluster_proxies(url: str) -> tuple[dict[int, CuttingProxy], Callable[[tuple[str, int]], tuple[str, int]]]:
+    """A CuttingProxy per node of the cluster at ``url``, and the ``address_remap`` that
+    sends a cluster client's every connection through them (the nodes announce their own
+    addresses, so the client must be told)."""
+    import redis.cluster
+
+    discover = redis.cluster.RedisCluster.from_url(url)
+    try:
+        ports = {int(node.port): str(node.host) for node in discover.get_nodes()}
+    finally:
+        discover.close()
+    proxies = {port: CuttingProxy(host, port) for port, host in ports.items()}
+
+    def remap(address: tuple[str, int]) -> tuple[str, int]:
+        proxy = proxies.get(int(address[1]))
+        return ("127.0.0.1", proxy.port) if proxy is not None else address
+
+    return proxies, remap
+
+
+async def _stranded_take(store: Any, proxies: list[CuttingProxy], session: str) -> BaseException:
+    """A take on ``store`` whose reply is held by a stalled network (right after its
+    script went up), and whose read-back, on a new connection, stalls too: it must
+    raise. The network then flows again."""
+    for proxy in proxies:
+        proxy.stall_after_commit(REDIS_WRITES[0])
+    try:
+        got = await store.take_steers(session)
+    except Exception as exc:
+        return exc
+    finally:
+        for proxy in proxies:
+            proxy.resume()
+    raise AssertionError(f"a take whose reply was held returned {got!r}")
+
+
+async def _lost_replies_delay_steers(store: Any, other: Any, proxies: list[CuttingProxy], session: str) -> None:
+    # Each script loaded on the session's node first: the stall must catch the take itself.
+    await store.add_steer(session, "warm")
+    assert await store.take_steers(session) == ["warm"]
+    await store.add_steer(session, "s1")
+    await store.add_steer(session, "s2")
+    exc = await _stranded_take(store, proxies, session)
+    assert isinstance(exc, OutcomeUnknown) and not exc.steers, repr(exc)
+    assert session in str(exc), exc
+    await store.add_steer(session, "s3")
+    # The same handle's next take returns what the lost one took, first.
+    assert await store.take_steers(session) == ["s1", "s2", "s3"]
+    # Another handle: once the lost take's receipt is older than its window.
+    await store.add_steer(session, "s4")
+    await store.add_steer(session, "s5")
+    exc = await _stranded_take(store, proxies, session)
+    assert isinstance(exc, OutcomeUnknown) and not exc.steers, repr(exc)
+    await other.add_steer(session, "s6")
+    await asyncio.sleep(WINDOW + 0.1)
+    assert await other.take_steers(session) == ["s4", "s5", "s6"]
+    # Exactly once: the losing handle's next take finds them gone.
+    assert await store.take_steers(session) == []
+    assert await other.take_steers(session) == []
+
+
+def test_a_take_whose_reply_and_read_back_are_lost_leaves_its_steers_to_the_next_take(
+    storetest_redis_url: str, storetest_redis_prefix: str
+) -> None:
+    """A take's reply held by a stalled network and its read-back of its receipt stalled
+    too (it raises OutcomeUnknown without steers): the steers come back, in order and
+    once, to the same handle's next take, and to another handle's once the receipt has
+    been in flight longer than the window. (Before issue 46 they stayed in a receipt no
+    caller could name until it expired.)"""
+    parts = urlsplit(storetest_redis_url)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    session = f"lost-{secrets.token_hex(3)}"
+
+    async def main() -> None:
+        client = _bounded_client(_proxied(storetest_redis_url, proxy))
+        direct = _client(storetest_redis_url)
+        try:
+            await _lost_replies_delay_steers(
+                RedisStore(client, prefix=storetest_redis_prefix, receipt_seconds=WINDOW),
+                RedisStore(direct, prefix=storetest_redis_prefix, receipt_seconds=WINDOW), [proxy], session)
+        finally:
+            await client.aclose()
+            await direct.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
+
+
+def test_a_cluster_take_whose_reply_and_read_back_are_lost_leaves_its_steers_to_the_next_take(
+    storetest_redis_cluster_url: str, storetest_redis_prefix: str
+) -> None:
+    """The same on a Redis Cluster, each node behind its own proxy (``address_remap``)."""
+    proxies, remap = _cluster_proxies(storetest_redis_cluster_url)
+    session = f"lost-{secrets.token_hex(3)}"
+
+    async def main() -> None:
+        client = aioredis.RedisCluster.from_url(
+            storetest_redis_cluster_url, retry=Retry(NoBackoff(), 0), socket_timeout=SOCKET_TIMEOUT,
+            socket_connect_timeout=CONNECT_TIMEOUT, address_remap=remap)
+        direct = aioredis.RedisCluster.from_url(storetest_redis_cluster_url, retry=Retry(NoBackoff(), 0),
+                                                socket_timeout=5, socket_connect_timeout=5)
+        try:
+            await _lost_replies_delay_steers(
+                RedisStore(client, prefix=storetest_redis_prefix, receipt_seconds=WINDOW),
+                RedisStore(direct, prefix=storetest_redis_prefix, receipt_seconds=WINDOW),
+                list(proxies.values()), session)
+        finally:
+            await client.aclose()
+            await direct.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        for proxy in proxies.values():
+            proxy.close()
