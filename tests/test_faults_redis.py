@@ -430,3 +430,216 @@ def test_a_cluster_take_whose_reply_and_read_back_are_lost_leaves_its_steers_to_
     finally:
         for proxy in proxies.values():
             proxy.close()
+
+
+# Damage written behind the stores' backs (issue 46) ---------------------------------
+
+_S, _L = "damaged", "damaged-log"
+#: (id, key kind, what the damage does (a sync client, a key maker), the calls that must
+#: refuse, a word their error must hold). Every key the two stores read.
+_DAMAGE: list[tuple[str, str, Callable[[Any, Callable[[str, str], bytes]], None], list[str], str]] = [
+    ("v-not-a-number", "v", lambda c, k: c.set(k(_S, "v"), b"x1"), ["save", "messages"], "version number"),
+    ("v-too-big", "v", lambda c, k: c.set(k(_S, "v"), b"9" * 30), ["save", "messages"], "version number"),
+    ("v-wrong-type", "v", lambda c, k: (c.delete(k(_S, "v")), c.rpush(k(_S, "v"), b"1")), ["save", "messages"],
+     "not"),
+    ("d-wrong-length", "d", lambda c, k: c.append(k(_S, "d"), b"xx"), ["save", "messages"], "bytes of digests"),
+    ("d-wrong-type", "d", lambda c, k: (c.delete(k(_S, "d")), c.sadd(k(_S, "d"), b"x")), ["save", "messages"],
+     "not"),
+    ("m-not-utf8", "m", lambda c, k: c.lset(k(_S, "m"), 0, b"user:\xff\xfe"), ["messages"], "not a message"),
+    ("m-not-json", "m", lambda c, k: c.lset(k(_S, "m"), 1, b"{not json"), ["messages"], "not a message"),
+    ("m-wrong-type", "m", lambda c, k: (c.delete(k(_S, "m")), c.set(k(_S, "m"), b"x")), ["save", "messages"],
+     "not"),
+    ("s-not-utf8", "s", lambda c, k: c.linsert(k(_S, "s"), "AFTER", b"one", b"\xc3\x28"), ["take_steers"],
+     "not UTF-8"),
+    ("s-wrong-type", "s", lambda c, k: (c.delete(k(_S, "s")), c.hset(k(_S, "s"), b"f", b"v")),
+     ["take_steers", "add_steer"], "not a list"),
+    ("p-wrong-type", "p", lambda c, k: c.set(k(_S, "p"), b"x"), ["take_steers"], "string"),
+    ("a-wrong-type", "a", lambda c, k: c.set(k(_S, "a"), b"x"), ["take_steers"], "string"),
+    ("receipt-not-utf8", "rdead", lambda c, k: (c.zadd(k(_S, "p"), {b"dead": 1}), c.rpush(k(_S, "rdead"), b"ok",
+                                                 b"\xff")), ["take_steers"], "not UTF-8"),
+    ("e-not-json", "e", lambda c, k: c.rpush(k(_L, "e"), b"[not json"), ["entries"], "not an entry"),
+    ("e-not-utf8", "e", lambda c, k: c.rpush(k(_L, "e"), b"\xff\xfe"), ["entries"], "not an entry"),
+    ("e-bad-number", "e", lambda c, k: c.rpush(k(_L, "e"), b'["z",null,1' + b"0" * 40 + b',0,"message",{}]'),
+     ["entries"], "not an entry"),
+    ("e-wrong-type", "e", lambda c, k: (c.delete(k(_L, "e")), c.set(k(_L, "e"), b"x")), ["entries", "append"],
+     "not a list"),
+    ("i-wrong-type", "i", lambda c, k: (c.delete(k(_L, "i")), c.set(k(_L, "i"), b"x")), ["append"], "not a hash"),
+]
+
+
+@pytest.mark.parametrize(("key", "damage", "calls", "word"), [c[1:] for c in _DAMAGE], ids=[c[0] for c in _DAMAGE])
+def test_damage_behind_the_stores_back_is_a_store_error_naming_the_key_and_nothing_moves(
+    storetest_redis_url: str, storetest_redis_prefix: str, key: str, damage: Callable[..., None], calls: list[str],
+    word: str,
+) -> None:
+    """A key of a session holding what the store never writes there (a wrong type, a
+    non-UTF-8 element, a bad number, digests of the wrong length): every call that
+    reads it raises StoreError naming the key and what is wrong, before changing
+    anything: every key of the session holds what it held (the good steers, messages
+    and entries still there). (Before issue 46: ValueError, UnicodeDecodeError or
+    OverflowError, and a take that had moved every queued steer.)"""
+    import redis
+
+    from storetest.contract import Message, StoreError
+    from storetest.entries import Entry
+
+    prefix = f"{storetest_redis_prefix}dmg{secrets.token_hex(3)}:"
+
+    def k(session: str, kind: str) -> bytes:
+        return session_key(prefix, session, kind)
+
+    sync = redis.Redis.from_url(storetest_redis_url)
+
+    def snapshot() -> dict[bytes, bytes | None]:
+        return {name: sync.dump(name) for name in sorted(sync.scan_iter(match=prefix.encode() + b"*"))}
+
+    now = __import__("datetime").datetime.now(__import__("datetime").timezone.utc)
+    entry = [Entry("e1", None, now, "message", Message.text("user", "a")),
+             Entry("e2", "e1", now, "message", Message.text("user", "b"))]
+
+    async def main() -> list[tuple[str, BaseException | None]]:
+        client = _client(storetest_redis_url)
+        try:
+            store, log = RedisStore(client, prefix=prefix), RedisLogStore(client, prefix=prefix)
+            await store.save(_S, [Message.text("user", "hello"), Message.text("assistant", "hi")])
+            await store.add_steer(_S, "one")
+            await store.add_steer(_S, "two")
+            await log.append(_L, entry)
+            damage(sync, k)
+            before = snapshot()
+            results: list[tuple[str, BaseException | None]] = []
+            for call in calls:
+                work = {
+                    "save": lambda: RedisStore(client, prefix=prefix).save(_S, [Message.text("user", "x")] * 3),
+                    "messages": lambda: store.messages(_S),
+                    "take_steers": lambda: store.take_steers(_S),
+                    "add_steer": lambda: store.add_steer(_S, "three"),
+                    "entries": lambda: log.entries(_L),
+                    "append": lambda: log.append(_L, [Entry("e3", "e2", now, "message", Message.text("user", "c"))]),
+                }[call]
+                try:
+                    await work()
+                    results.append((call, None))
+                except Exception as exc:
+                    results.append((call, exc))
+                assert snapshot() == before, f"{call} changed the keys"
+            return results
+        finally:
+            await client.aclose()
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        sync.close()
+    for call, exc in results:
+        assert isinstance(exc, StoreError) and not isinstance(exc, OutcomeUnknown), f"{call}: {exc!r}"
+        session = _L if key in ("e", "i") else _S
+        assert repr(k(session, key)) in str(exc) and word in str(exc) and repr(session) in str(exc), f"{call}: {exc}"
+
+
+# OutcomeUnknown only where the command may have run (issue 46) ---------------------
+
+
+_LOADING = b"-LOADING Redis is loading the dataset in memory\r\n"
+
+
+class _Answering:
+    """A TCP server on loopback speaking just enough RESP to stand in for a Redis that
+    cannot run commands: ``mode`` "loading" answers the handshake's commands ``+OK``
+    and every other command with the ``-LOADING`` refusal a restarted server sends
+    while it reads its data; "mute" accepts and never answers (a handshake that times
+    out). Each command it answered or swallowed is kept in :attr:`seen`."""
+
+    def __init__(self, mode: str) -> None:
+        import socket
+        import threading
+
+        from tests.faults.resp import HANDSHAKE, command_head, message_end
+
+        self.seen: list[bytes] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = []
+
+        def serve(conn: socket.socket) -> None:
+            buf = b""
+            try:
+                while data := conn.recv(65536):
+                    buf += data
+                    while (end := message_end(buf)) is not None:
+                        name, _ = command_head(buf[:end])
+                        buf = buf[end:]
+                        self.seen.append(name)
+                        if mode == "loading":
+                            conn.sendall(b"+OK\r\n" if name in HANDSHAKE else _LOADING)
+            except OSError:
+                pass
+
+        def accept() -> None:
+            while True:
+                try:
+                    conn, _ = self._listener.accept()
+                except OSError:
+                    return
+                self._sockets.append(conn)
+                threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=accept, daemon=True).start()
+
+    def close(self) -> None:
+        from tests.relay import close_all
+
+        close_all(self._listener, *self._sockets)
+
+
+def _never_ran_calls(store: Any, log: Any) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
+    from storetest.contract import Message
+    from storetest.entries import Entry
+
+    now = __import__("datetime").datetime.now(__import__("datetime").timezone.utc)
+    return [("save", lambda: store.save("n", [Message.text("user", "x")])),
+            ("add_steer", lambda: store.add_steer("n", "s")),
+            ("take_steers", lambda: store.take_steers("n")),
+            ("append", lambda: log.append("n", [Entry("e1", None, now, "message", Message.text("user", "x"))]))]
+
+
+@pytest.mark.parametrize("case", ["loading", "handshake timed out", "connection refused"])
+def test_a_write_that_provably_never_ran_is_a_plain_store_error(case: str) -> None:
+    """OutcomeUnknown only where the command may have run: a server that refuses it
+    while loading its data (``-LOADING``), a connection whose handshake times out
+    before the command is written, and a connection refused, each raise StoreError,
+    not OutcomeUnknown. (Before issue 46 the first two raised OutcomeUnknown: 47 of 48
+    such adds had not landed.)"""
+    from storetest.contract import StoreError
+
+    server = _Answering("mute" if case == "handshake timed out" else "loading")
+    port = server.port
+    if case == "connection refused":
+        server.close()
+
+    async def main() -> list[tuple[str, BaseException | None]]:
+        client = _bounded_client(f"redis://127.0.0.1:{port}/0")
+        try:
+            results: list[tuple[str, BaseException | None]] = []
+            for name, call in _never_ran_calls(RedisStore(client), RedisLogStore(client)):
+                try:
+                    await call()
+                    results.append((name, None))
+                except Exception as exc:
+                    results.append((name, exc))
+            return results
+        finally:
+            await client.aclose()
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        server.close()
+    for name, exc in results:
+        assert isinstance(exc, StoreError) and not isinstance(exc, OutcomeUnknown), f"{case}, {name}: {exc!r}"
+        assert "'n'" in str(exc), f"{case}, {name}: {exc}"
+    if case == "handshake timed out":
+        # Only handshakes reached it: no store's command was ever written.
+        assert set(server.seen) <= {b"CLIENT", b"HELLO", b"AUTH", b"SELECT", b"PING"}, server.seen
+    if case == "loading":
+        assert {b"EVALSHA", b"RPUSH"} <= set(server.seen), server.seen

@@ -120,7 +120,22 @@ DEFAULT_PREFIX: Final = "storetest:"
 # once the rows it meant to keep are not as planned.
 # Once done it returns {1, version}.
 _SAVE: Final = """
-local v = tonumber(redis.call('GET', KEYS[1]) or '0')
+for i, wanted in ipairs({'string', 'string', 'list'}) do
+  local kind = redis.call('TYPE', KEYS[i]).ok
+  if kind ~= 'none' and kind ~= wanted then
+    return redis.error_reply('DAMAGED ' .. i .. ' holds a ' .. kind .. ', not a ' .. wanted)
+  end
+end
+local raw = redis.call('GET', KEYS[1]) or '0'
+if not string.find(raw, '^%d+$') or #raw > 15 then
+  return redis.error_reply('DAMAGED 1 holds ' .. #raw .. ' bytes that are not a version number')
+end
+local digests, rows = redis.call('STRLEN', KEYS[2]), redis.call('LLEN', KEYS[3])
+if digests ~= rows * 32 then
+  local want = ' messages, not ' .. rows * 32
+  return redis.error_reply('DAMAGED 2 holds ' .. digests .. ' bytes of digests for ' .. rows .. want)
+end
+local v = tonumber(raw)
 local keep = tonumber(ARGV[2])
 local delete = ARGV[3] == '1'
 local changed = ARGV[4] == '1'
@@ -255,6 +270,12 @@ return taken
 # store has the take's steers: the receipt goes. 1 if it was still there, 0 if another
 # take had already taken its steers (it came after the window).
 _ACK: Final = """
+for i, wanted in ipairs({'list', 'zset', 'set'}) do
+  local kind = redis.call('TYPE', KEYS[i]).ok
+  if kind ~= 'none' and kind ~= wanted then
+    return redis.error_reply('DAMAGED ' .. (i + 1) .. ' holds a ' .. kind .. ', not a ' .. wanted)
+  end
+end
 local had = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1])
@@ -265,6 +286,8 @@ return had
 # on any handle, returns its steers first): 1; if it has not run, a mark stops it from
 # ever running: 0.
 _GIVE_UP: Final = """
+local kind = redis.call('TYPE', KEYS[2]).ok
+if kind ~= 'none' and kind ~= 'set' then return redis.error_reply('DAMAGED 4 holds a ' .. kind .. ', not a set') end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('SET', KEYS[1], 'claimed', 'PX', math.floor(tonumber(ARGV[1]) / 1000))
   return 0
@@ -403,7 +426,10 @@ class RedisStore:
                     new = plan.new
                     args.append(b"".join(row[1] for row in plan.rows))
                     args.extend(_element(new[position], body) for position, _, body in plan.rows)
-                done, version, *rest = await self._save(keys=keys, args=args)
+                try:
+                    done, version, *rest = await self._save(keys=keys, args=args)
+                except redis.exceptions.ResponseError as exc:
+                    _damaged("save to", session, keys, exc)
                 if done:
                     break
                 stored = rest[0]
@@ -429,19 +455,27 @@ class RedisStore:
                 pipe.get(keys[0])
                 pipe.get(keys[1])
                 pipe.lrange(keys[2], 0, -1)
-                version, blob, elements = await pipe.execute()
+                replies = await pipe.execute(raise_on_error=False)
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc)
-        version, blob = int(version or 0), blob or b""
-        try:
-            result = [_message(element) for element in elements]
-        except (CodecError, UnicodeDecodeError) as exc:
-            raise StoreError(f"read of session {session!r} failed: {exc}") from exc
+        for key, reply in zip(keys, replies, strict=True):
+            if isinstance(reply, redis.exceptions.ResponseError):
+                _damaged_key("read of", session, key, f"is not what this store writes there ({reply})", reply)
+        raw_version, blob, elements = replies
+        raw_version, blob = raw_version or b"0", blob or b""
+        if not raw_version.isdigit() or len(raw_version) > 15:
+            _damaged_key("read of", session, keys[0], f"holds {bytes(raw_version[:40])!r}, not a version number")
+        version = int(raw_version)
+        result = []
+        for i, element in enumerate(elements):
+            try:
+                result.append(_message(element))
+            except (CodecError, ValueError, TypeError, KeyError, RecursionError) as exc:
+                _damaged_key("read of", session, keys[2], f"holds an element ({i + 1} of {len(elements)}) that is "
+                             f"not a message ({type(exc).__name__}: {exc})", exc)
         if len(blob) != len(result) * DIGEST_SIZE:
-            raise StoreError(
-                f"read of session {session!r} failed: {len(result)} messages but {len(blob)} bytes of digests; "
-                "the keys were written by something other than this store"
-            )
+            _damaged_key("read of", session, keys[1], f"holds {len(blob)} bytes of digests for {len(result)} messages, "
+                         f"not {len(result) * DIGEST_SIZE}")
         if version:
             digests = (blob[o : o + DIGEST_SIZE] for o in range(0, len(blob), DIGEST_SIZE))
             self._remembered.learn_read(keys[0], version, list(result), digests)
@@ -456,6 +490,10 @@ class RedisStore:
             self._uninitialized = await _initialize(self._client, "add_steer to", session)
         try:
             await self._client.rpush(key, data)
+        except redis.exceptions.ResponseError as exc:
+            if "WRONGTYPE" in str(exc):
+                _damaged_key("add_steer to", session, key, f"is not a list ({exc})", exc)
+            _fail("add_steer to", session, exc)
         except _LOST as exc:
             _outcome_unknown("add_steer to", session, exc)
         except _BACKEND_ERRORS as exc:
@@ -487,6 +525,9 @@ class RedisStore:
         # The steers are in this take's receipt, in flight: acknowledged, it goes.
         try:
             had = await self._ack(keys=keys[1:], args=[token])
+        except redis.exceptions.ResponseError as exc:
+            self._given_up.setdefault(session, []).append(token)
+            _damaged(operation, session, keys, exc)
         except _BACKEND_ERRORS as exc:
             self._given_up.setdefault(session, []).append(token)
             if isinstance(exc, _LOST) and not _before_sending(exc):
@@ -659,10 +700,16 @@ def _damaged(operation: str, session: str, keys: Sequence[bytes], exc: BaseExcep
         key = keys[0][: keys[0].rindex(b"}:") + 2] + b"r" + token.encode()
     else:
         key = keys[int(where) - 1]
+    _damaged_key(operation, session, key, what, exc)
+
+
+def _damaged_key(
+    operation: str, session: str, key: bytes, what: str, cause: BaseException | None = None
+) -> NoReturn:
     raise StoreError(
         f"{operation} session {session!r} failed: key {key!r} {what}, which this store never writes "
         "(something else wrote it); nothing was changed"
-    ) from exc
+    ) from cause
 
 
 def _describe(exc: BaseException) -> str:
