@@ -1,5 +1,5 @@
 """The Redis store: the application's ``redis.asyncio`` client (``Redis`` or
-``RedisCluster``), four keys per session, three Lua scripts.
+``RedisCluster``), four keys per session (and the receipts of takes), five Lua scripts.
 
 How it keeps each Redis fact that breaks naive stores:
 
@@ -27,7 +27,9 @@ How it keeps each Redis fact that breaks naive stores:
 Keys of session ``s``: ``:v`` the version (a counter that every save that changes the
 transcript raises; absent means never saved), ``:d`` the chain digests (of each
 message's :func:`encode_message` text), 32 bytes per message, concatenated, ``:m`` a
-list of the messages, ``:s`` a list of steers. A message of one piece of text, the
+list of the messages, ``:s`` a list of steers; ``:r<token>`` a take's receipt (a list of
+the steers it took), ``:p`` the receipts in flight (a sorted set: token -> the server's
+time in microseconds when the take ran), ``:a`` those given up (a set). A message of one piece of text, the
 common one, is stored as ``role:text`` and read back without any JSON; any other as its
 JSON text, which starts with ``{`` (no role does).
 
@@ -38,7 +40,8 @@ but only after that row: the rows after it are rewritten). Otherwise (the prefix
 itself changed, or the handle knows nothing of the session) the reply holds the stored
 version and digests, and the handle plans again, comparing digests only (no message is
 decoded). A save is one round trip (two when the prefix changed behind the handle's
-back), and so is a take (one script) and a read (``GET``, ``GET``, ``LRANGE`` in one
+back), and so is a take that finds nothing (one script; one that takes steers then
+acknowledges its receipt, a second) and a read (``GET``, ``GET``, ``LRANGE`` in one
 ``MULTI``/``EXEC``).
 
 Lost replies: the client must not retry commands (``Redis()`` retries 10 times by
@@ -51,18 +54,37 @@ cluster's slots, which its retries used to hide; so the first call of a store on
 cluster client awaits ``client.initialize()`` before any command
 (``tests/test_redis_driver.py`` shows both). A
 write whose connection is lost once it was sent raises
-:class:`~storetest.contract.OutcomeUnknown`; one whose connection never opened raises
-:class:`~storetest.contract.StoreError`, having sent nothing. A take's steers become
-its *receipt* (a key of the session, kept :data:`RECEIPT_SECONDS`), so when the reply
-is lost the store reads them back on a new connection and returns them; if the take
-took nothing, or never ran (the read-back marks the receipt, so a take still on its
-way does nothing), it raises ``StoreError``; only if the read-back fails too does it
-raise ``OutcomeUnknown``, and then those steers are lost to every caller.
+:class:`~storetest.contract.OutcomeUnknown`; one that provably never ran raises
+:class:`~storetest.contract.StoreError`: its connection never opened, its handshake
+failed before the command was written, or the server refused it while loading
+(``-LOADING``).
+
+A take is two-phase, so that a lost reply delays steers and never loses them: its
+script moves the queued steers into its *receipt*, registered in flight, and returns
+them; the store then acknowledges the receipt (deletes it). Until then no other take
+touches it, unless it is *given up* or has been in flight longer than
+``receipt_seconds`` (:data:`RECEIPT_SECONDS` by default): every take first returns the
+steers of such receipts, oldest first, then the queue. When a take's reply is lost the
+store gives its receipt up on a new connection and raises ``StoreError`` (the next take,
+on any handle, returns those steers first); if the take never ran, the give-up marks
+its receipt so that, arriving late, it does nothing. If the give-up fails too, the take
+raises ``OutcomeUnknown`` without steers, and its steers come back to this handle's
+next take, or to any take once the window has passed. An acknowledgement whose reply
+is lost raises ``OutcomeUnknown`` with the steers (the contract's "taken if it
+landed, still queued if not"). ``tests/test_faults_redis.py`` loses a take's reply and
+its give-up on a server and on a cluster and sees the steers come back, once.
+
+Damage: every script checks the type of every key it reads (the take, each steer's
+UTF-8; the save, the version's digits and the digests' length) before it writes
+anything, and reads check what they decode: a key holding what this store never
+writes raises ``StoreError`` naming the key and what is wrong, with nothing changed
+(``tests/test_faults_redis.py``, one case per key kind).
 
 Bounded calls: redis-py waits ``socket_timeout`` seconds for each reply and
 ``socket_connect_timeout`` for a new connection, and the store retries nothing, so on a
 connection that stalls (no reply, no reset) a call ends at its first command left
-unanswered; a take then tries once to read back its receipt, on a new connection. Every
+unanswered; a take then tries once to give its receipt up (or, once it has its steers,
+to acknowledge it), on a new connection. Every
 call on a stalled connection thus ends within 2 x (``socket_connect_timeout`` +
 ``socket_timeout``). Both stores warn at construction when either is ``None`` (wait
 forever), which is what ``Redis.from_url`` leaves them unless the URL or the call sets
@@ -354,9 +376,13 @@ class RedisStore:
     :param prefix: what every key starts with; it may hold no ``{`` or ``}``.
     :param cache_sessions: how many sessions to remember for incremental saves (least
         recently used are forgotten first); ``0`` disables it.
+    :param receipt_seconds: how long a take's receipt stays in flight before any take
+        may return its steers (see the module docstring, "A take is two-phase"); keep it
+        longer than the longest call, 2 x (``socket_connect_timeout`` + ``socket_timeout``).
     :raises TypeError: ``client`` is a URL, a synchronous client or not a Redis client.
     :raises ValueError: the client decodes responses or retries commands, the prefix
-        holds a brace, or ``cache_sessions`` is negative.
+        holds a brace, ``cache_sessions`` is negative, or ``receipt_seconds`` is not a
+        positive number.
 
     Every method raises ``TypeError``/``ValueError`` for bad arguments before sending
     anything, and :class:`~storetest.contract.StoreError` (from the driver's error)
