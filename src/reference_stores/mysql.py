@@ -538,7 +538,7 @@ def _connection_ended(exc: BaseException) -> bool:
     return not isinstance(code, int) or code == 0 or 2000 <= code < 3000 or code in _CONNECTION_ENDED
 
 
-class _NotSent(pymysql.err.OperationalError):
+class _NotSent(pymysql.err.OperationalError):  # type: ignore[misc]
     """The call's bound ran out before a write: nothing of it was sent."""
 
 
@@ -557,7 +557,7 @@ def _deadline(conn: Any) -> Iterator[None]:
     if not limits or read_bytes is None or write_bytes is None:
         yield
         return
-    bound = max(limits)
+    bound = float(max(limits))
     end = time.monotonic() + bound
 
     def left(sending: bool) -> float:
