@@ -215,3 +215,63 @@ def test_mysql_connections_stalled_past_the_bound(mysql_db: str) -> None:
         checker_conn.close()
     assert not errors, errors
     report("stalls mysql", {"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter())})
+
+
+# One bound per call, not per wait (issue 46) ------------------------------------------
+
+#: The connections' read_timeout and write_timeout, and how long each reply is held: just
+#: under it, so that no single wait times out.
+CALL_BOUND, REPLY_DELAY = 1.0, 0.8
+
+
+def test_mysql_calls_end_within_one_bound_when_every_reply_comes_just_in_time(mysql_db: str) -> None:
+    """Every reply of the server delayed by just under the connection's timeouts (a
+    proxy that holds each chunk 0.8 s; read_timeout = write_timeout = 1 s): no single
+    wait times out, yet each call (save, read, add, take), several round trips each,
+    ends with StoreError within the bound + 1 s, and the same store works once replies
+    come quickly again. (Before issue 46 the bound held per wait: each call took a
+    round trip's delay per statement and returned, 17.6 s for a save against 3 s.)"""
+    from storetest.contract import Message, OutcomeUnknown, StoreError
+
+    parts = urlsplit(mysql_db)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 3306)
+    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    proxied = urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
+    session = f"slow-{secrets.token_hex(3)}"
+    names = ["save", "messages", "add_steer", "take_steers"]
+
+    def call(store: Any, name: str, n: int) -> Any:
+        if name == "save":
+            return store.save(session, [Message.text("user", f"m{i} {n}") for i in range(5)])
+        if name == "messages":
+            return store.messages(session)
+        if name == "add_steer":
+            return store.add_steer(session, f"steer {n}")
+        return store.take_steers(session)
+
+    try:
+        stores = {n: MySQLStore(connect(proxied, read_timeout=CALL_BOUND, write_timeout=CALL_BOUND)) for n in names}
+        for name, store in stores.items():
+            call(store, name, 0)  # connected, and its statements known
+        proxy.reply_delay = REPLY_DELAY
+        ended: dict[str, tuple[float, BaseException | None]] = {}
+        for name, store in stores.items():
+            start = __import__("time").monotonic()
+            try:
+                call(store, name, 1)
+                exc: BaseException | None = None
+            except Exception as caught:
+                exc = caught
+            ended[name] = (__import__("time").monotonic() - start, exc)
+        proxy.reply_delay = 0.0
+        slowest = max(ended.items(), key=lambda kv: kv[1][0])
+        __import__("sys").stdout.write(f"slowest call: {slowest[0]}, {slowest[1][0]:.2f} s\n")
+        for name, (took, exc) in ended.items():
+            assert isinstance(exc, StoreError) and not isinstance(exc, OutcomeUnknown), f"{name}: {exc!r}, {took:.2f} s"
+            assert session in str(exc), exc
+            assert took <= CALL_BOUND + 1, f"{name} took {took:.2f} s (bound {CALL_BOUND} s + 1 s)"
+        for name, store in stores.items():  # the same handles, once replies are quick again
+            call(store, name, 2)
+    finally:
+        proxy.reply_delay = 0.0
+        proxy.close()

@@ -34,6 +34,11 @@ from redis.backoff import NoBackoff  # noqa: E402
 
 from reference_stores.redis import RedisStore, session_key  # noqa: E402
 from reference_stores.redis_log import RedisLogStore  # noqa: E402
+from storetest.contract import OutcomeUnknown  # noqa: E402
+
+#: The receipt window of the stores in these tests (seconds; longer than their bound):
+#: a take's steers whose outcome its handle never learnt come back to any take after it.
+WINDOW = 2.0
 
 
 def _client(url: str) -> Any:
@@ -102,30 +107,33 @@ def test_redis_log_connections_cut_at_random_points(storetest_redis_url: str, st
 def test_redis_connections_cut_at_random_points(storetest_redis_url: str, storetest_redis_prefix: str) -> None:
     """Saves, reads, adds and takes of two RedisStore handles, their connections cut
     before a script, RPUSH or a read's EXEC, after it was sent, and in the middle of its
-    reply. A take
-    whose reply is lost reads back what it took (its receipt): it returns, or raises
-    StoreError if it took nothing."""
+    reply. A take whose reply is lost gives its receipt up on a new connection and
+    raises StoreError (the next take returns what it took); a take whose
+    acknowledgement of its receipt is cut raises OutcomeUnknown with its steers. Every
+    steer acknowledged comes back, once (the drain waits out the receipt window)."""
     rng = random.Random(SEED)
     sessions = [f"conn-{secrets.token_hex(3)}-{i}" for i in range(2)]
 
     async def main() -> dict[str, Any]:
-        async with _through_proxy(storetest_redis_url, lambda c: RedisStore(c, prefix=storetest_redis_prefix)) as (
-            proxy, stores, direct
-        ):
+        async with _through_proxy(
+            storetest_redis_url, lambda c: RedisStore(c, prefix=storetest_redis_prefix, receipt_seconds=WINDOW)
+        ) as (proxy, stores, direct):
             store = stores[0]
 
             def kind_of(name: bytes, arg: bytes) -> logconn.Kind:
-                if name == b"RPUSH" or arg == store._save.sha.encode():
+                if name == b"RPUSH" or arg in (store._save.sha.encode(), store._ack.sha.encode()):
                     return "write"
-                # A take reads back what it took; the rest read (a read is a MULTI/EXEC).
+                # A take gives up its receipt; the rest read (a read is a MULTI/EXEC).
                 return "recovered" if arg == store._take.sha.encode() else "read"
 
-            run = connkill.Run(checker=RedisStore(direct, prefix=storetest_redis_prefix, cache_sessions=0))
-            # Never the read-back of a take's receipt: a take whose reply and read-back
-            # are both lost loses its steers (the store's docstring says so).
+            run = connkill.Run(checker=RedisStore(direct, prefix=storetest_redis_prefix, cache_sessions=0,
+                                                  receipt_seconds=WINDOW))
+            # Never the give-up of a take's receipt: its take would raise OutcomeUnknown
+            # for a cut the accounting calls a read (its steers would still come back).
             cutting = logconn.cut_at_random(proxy, rng, CONNECTION_KILLS, [b"EVALSHA", b"RPUSH", b"EXEC"],
-                                            spare=[store._claim.sha.encode()])
+                                            spare=[store._give_up_script.sha.encode()])
             await _work_while(run, connkill.workers(run, stores, sessions), cutting)
+            await asyncio.sleep(WINDOW)
             await connkill.drain(run)
             figures = logconn.cut_figures(run, proxy, kind_of)
             # The handles work again after all those cuts.
@@ -136,26 +144,29 @@ def test_redis_connections_cut_at_random_points(storetest_redis_url: str, storet
     report("connection cuts redis", asyncio.run(main()))
 
 
-def test_a_take_arriving_after_its_receipt_was_read_back_takes_nothing(
+def test_a_take_arriving_after_its_receipt_was_given_up_takes_nothing(
     storetest_redis_url: str, storetest_redis_prefix: str
 ) -> None:
-    """The read-back of a lost take's receipt marks it: the take, if it reaches the
-    server only then (a late packet), leaves the steers queued for the next take."""
+    """The give-up of a lost take's receipt marks it when the take has not run: the take,
+    if it reaches the server only then (a late packet), leaves the steers queued for the
+    next take."""
     session = f"late-{secrets.token_hex(3)}"
 
-    async def main() -> tuple[list[bytes], list[bytes], list[str]]:
+    async def main() -> tuple[int, list[bytes], list[str]]:
         client = _client(storetest_redis_url)
         try:
             store = RedisStore(client, prefix=storetest_redis_prefix)
             await store.add_steer(session, "s1")
-            steers, receipt = (session_key(storetest_redis_prefix, session, k) for k in ("s", "rlate"))
-            claimed = await store._claim(keys=[receipt], args=[60])
-            late = await store._take(keys=[steers, receipt], args=[60])
-            return claimed, late, await store.take_steers(session)
+            steers, receipt, flight, given = (
+                session_key(storetest_redis_prefix, session, k) for k in ("s", "rlate", "p", "a"))
+            ran = await store._give_up_script(keys=[receipt, given], args=[store._window, "late"])
+            late = await store._take(keys=[steers, receipt, flight, given],
+                                     args=[store._window, "late", session_key(storetest_redis_prefix, session, "r")])
+            return ran, late, await store.take_steers(session)
         finally:
             await client.aclose()
 
-    assert asyncio.run(main()) == ([], [], ["s1"])
+    assert asyncio.run(main()) == (0, [], ["s1"])
 
 
 # Server restarts and stalls (issue 33) ---------------------------------------------
@@ -185,7 +196,7 @@ def _redis_ready(url: str) -> bool:
 
 
 def _receipts(url: str, prefix: str, session: str) -> list[list[str]]:
-    """Every take receipt of ``session`` still holding steers (see restart.account_stranded)."""
+    """Every take receipt of ``session`` still holding steers (after a drain: none)."""
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=10)
@@ -211,13 +222,14 @@ def test_redis_restarted_under_a_workload_of_several_processes() -> None:
 
     async def open_stores() -> dict[str, Any]:
         client = _bounded_client(proxied)
-        return {"store": RedisStore(client, prefix=RESTART_PREFIX),
+        return {"store": RedisStore(client, prefix=RESTART_PREFIX, receipt_seconds=WINDOW),
                 "log": RedisLogStore(client, prefix=RESTART_PREFIX)}
 
     async def _drain() -> list[str]:
+        await asyncio.sleep(WINDOW)  # the receipts of takes whose outcome nobody learnt come back
         client = _client(server.url)
         try:
-            store, taken = RedisStore(client, prefix=RESTART_PREFIX), []
+            store, taken = RedisStore(client, prefix=RESTART_PREFIX, receipt_seconds=WINDOW), []
             while got := await store.take_steers(restart.QUEUE):
                 taken += got
             return taken
@@ -235,11 +247,13 @@ def test_redis_restarted_under_a_workload_of_several_processes() -> None:
         figures = restart.run(
             server, proxy, REDIS_WRITES, open_stores, lambda: asyncio.run(_drain()),
             lambda s: asyncio.run(_log(s)), ["fast", "immediate", "SIGKILL"], BOUND, "a write",
-            lambda: _receipts(server.url, RESTART_PREFIX, restart.QUEUE),
         )
+        left = _receipts(server.url, RESTART_PREFIX, restart.QUEUE)
     finally:
         proxy.close()
         server.close()
+    figures["steers left in receipts after the drain"] = sum(map(len, left))
+    figures["problems"] += [f"a receipt still holds {steers} after the drain" for steers in left]
     report("restarts redis", figures)
 
 
@@ -258,10 +272,10 @@ def test_redis_connections_stalled_past_the_bound(storetest_redis_url: str, stor
     async def main() -> tuple[dict[str, Any], dict[str, Any]]:
         clients = [_bounded_client(_proxied(storetest_redis_url, proxy)) for _ in range(2)]
         direct = _client(storetest_redis_url)
-        run = connkill.Run(checker=RedisStore(direct, prefix=prefix, cache_sessions=0))
+        run = connkill.Run(checker=RedisStore(direct, prefix=prefix, cache_sessions=0, receipt_seconds=WINDOW))
         log_run = logconn.LogRun(checker=None)
         sessions = [f"stall-{secrets.token_hex(3)}-{i}" for i in range(2)]
-        stores = [RedisStore(c, prefix=prefix) for c in clients]
+        stores = [RedisStore(c, prefix=prefix, receipt_seconds=WINDOW) for c in clients]
         logs = [RedisLogStore(c, prefix=prefix) for c in clients]
         tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
         tasks += [asyncio.ensure_future(w()) for w in logconn.workers(log_run, logs, sessions, SEED)]
@@ -272,6 +286,7 @@ def test_redis_connections_stalled_past_the_bound(storetest_redis_url: str, stor
             log_run.stop.set()
             await asyncio.gather(*tasks)
             await logconn.handles_work_after(run, stores, logs, sessions[0])
+            await asyncio.sleep(WINDOW)
             await connkill.drain(run)
             log_figures = await logconn.final_figures(log_run, RedisLogStore(direct, prefix=prefix))
         finally:
@@ -284,11 +299,347 @@ def test_redis_connections_stalled_past_the_bound(storetest_redis_url: str, stor
             for c in [*clients, direct]:
                 await c.aclose()
             proxy.close()
-        stranded = restart.account_stranded(run.ledger, _receipts(storetest_redis_url, prefix, connkill.QUEUE),
-                                            run.problems)
-        return ({"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter()), **stranded},
+        left = _receipts(storetest_redis_url, prefix, connkill.QUEUE)
+        run.problems += [f"a receipt still holds {steers} after the drain" for steers in left]
+        return ({"stalls": connkill.stall_rows(run, windows, BOUND), **connkill.figures(run, Counter()),
+                 "steers left in receipts after the drain": sum(map(len, left))},
                 {"stalls": connkill.stall_rows(log_run, windows, BOUND), **log_figures})
 
     figures, log_figures = asyncio.run(main())
     report("stalls redis", figures)
     report("stalls redis log", log_figures)
+
+
+# Takes whose reply and read-back were both lost (issue 46) ------------------------
+
+
+def _cluster_proxies(url: str) -> tuple[dict[int, CuttingProxy], Callable[[tuple[str, int]], tuple[str, int]]]:
+    """A CuttingProxy per node of the cluster at ``url``, and the ``address_remap`` that
+    sends a cluster client's every connection through them (the nodes announce their own
+    addresses, so the client must be told)."""
+    import redis.cluster
+
+    discover = redis.cluster.RedisCluster.from_url(url)
+    try:
+        ports = {int(node.port): str(node.host) for node in discover.get_nodes()}
+    finally:
+        discover.close()
+    proxies = {port: CuttingProxy(host, port) for port, host in ports.items()}
+
+    def remap(address: tuple[str, int]) -> tuple[str, int]:
+        proxy = proxies.get(int(address[1]))
+        return ("127.0.0.1", proxy.port) if proxy is not None else address
+
+    return proxies, remap
+
+
+async def _stranded_take(store: Any, proxies: list[CuttingProxy], session: str) -> BaseException:
+    """A take on ``store`` whose reply is held by a stalled network (right after its
+    script went up), and whose read-back, on a new connection, stalls too: it must
+    raise. The network then flows again."""
+    for proxy in proxies:
+        proxy.stall_after_commit(REDIS_WRITES[0])
+    try:
+        got = await store.take_steers(session)
+    except Exception as exc:
+        return exc
+    finally:
+        for proxy in proxies:
+            proxy.resume()
+    raise AssertionError(f"a take whose reply was held returned {got!r}")
+
+
+async def _lost_replies_delay_steers(store: Any, other: Any, proxies: list[CuttingProxy], session: str) -> None:
+    # Each script loaded on the session's node first: the stall must catch the take itself.
+    await store.add_steer(session, "warm")
+    assert await store.take_steers(session) == ["warm"]
+    await store.add_steer(session, "s1")
+    await store.add_steer(session, "s2")
+    exc = await _stranded_take(store, proxies, session)
+    assert isinstance(exc, OutcomeUnknown) and not exc.steers, repr(exc)
+    assert session in str(exc), exc
+    await store.add_steer(session, "s3")
+    # The same handle's next take returns what the lost one took, first.
+    assert await store.take_steers(session) == ["s1", "s2", "s3"]
+    # Another handle: once the lost take's receipt is older than its window.
+    await store.add_steer(session, "s4")
+    await store.add_steer(session, "s5")
+    exc = await _stranded_take(store, proxies, session)
+    assert isinstance(exc, OutcomeUnknown) and not exc.steers, repr(exc)
+    await other.add_steer(session, "s6")
+    await asyncio.sleep(WINDOW + 0.1)
+    assert await other.take_steers(session) == ["s4", "s5", "s6"]
+    # Exactly once: the losing handle's next take finds them gone.
+    assert await store.take_steers(session) == []
+    assert await other.take_steers(session) == []
+
+
+def test_a_take_whose_reply_and_read_back_are_lost_leaves_its_steers_to_the_next_take(
+    storetest_redis_url: str, storetest_redis_prefix: str
+) -> None:
+    """A take's reply held by a stalled network and its read-back of its receipt stalled
+    too (it raises OutcomeUnknown without steers): the steers come back, in order and
+    once, to the same handle's next take, and to another handle's once the receipt has
+    been in flight longer than the window. (Before issue 46 they stayed in a receipt no
+    caller could name until it expired.)"""
+    parts = urlsplit(storetest_redis_url)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    session = f"lost-{secrets.token_hex(3)}"
+
+    async def main() -> None:
+        client = _bounded_client(_proxied(storetest_redis_url, proxy))
+        direct = _client(storetest_redis_url)
+        try:
+            await _lost_replies_delay_steers(
+                RedisStore(client, prefix=storetest_redis_prefix, receipt_seconds=WINDOW),
+                RedisStore(direct, prefix=storetest_redis_prefix, receipt_seconds=WINDOW), [proxy], session)
+        finally:
+            await client.aclose()
+            await direct.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
+
+
+def test_a_cluster_take_whose_reply_and_read_back_are_lost_leaves_its_steers_to_the_next_take(
+    storetest_redis_cluster_url: str, storetest_redis_prefix: str
+) -> None:
+    """The same on a Redis Cluster, each node behind its own proxy (``address_remap``)."""
+    proxies, remap = _cluster_proxies(storetest_redis_cluster_url)
+    session = f"lost-{secrets.token_hex(3)}"
+
+    async def main() -> None:
+        client = aioredis.RedisCluster.from_url(
+            storetest_redis_cluster_url, retry=Retry(NoBackoff(), 0), socket_timeout=SOCKET_TIMEOUT,
+            socket_connect_timeout=CONNECT_TIMEOUT, address_remap=remap)
+        direct = aioredis.RedisCluster.from_url(storetest_redis_cluster_url, retry=Retry(NoBackoff(), 0),
+                                                socket_timeout=5, socket_connect_timeout=5)
+        try:
+            await _lost_replies_delay_steers(
+                RedisStore(client, prefix=storetest_redis_prefix, receipt_seconds=WINDOW),
+                RedisStore(direct, prefix=storetest_redis_prefix, receipt_seconds=WINDOW),
+                list(proxies.values()), session)
+        finally:
+            await client.aclose()
+            await direct.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        for proxy in proxies.values():
+            proxy.close()
+
+
+# Damage written behind the stores' backs (issue 46) ---------------------------------
+
+_S, _L = "damaged", "damaged-log"
+#: (id, key kind, what the damage does (a sync client, a key maker), the calls that must
+#: refuse, a word their error must hold). Every key the two stores read.
+_DAMAGE: list[tuple[str, str, Callable[[Any, Callable[[str, str], bytes]], None], list[str], str]] = [
+    ("v-not-a-number", "v", lambda c, k: c.set(k(_S, "v"), b"x1"), ["save", "messages"], "version number"),
+    ("v-too-big", "v", lambda c, k: c.set(k(_S, "v"), b"9" * 30), ["save", "messages"], "version number"),
+    ("v-wrong-type", "v", lambda c, k: (c.delete(k(_S, "v")), c.rpush(k(_S, "v"), b"1")), ["save", "messages"],
+     "not"),
+    ("d-wrong-length", "d", lambda c, k: c.append(k(_S, "d"), b"xx"), ["save", "messages"], "bytes of digests"),
+    ("d-wrong-type", "d", lambda c, k: (c.delete(k(_S, "d")), c.sadd(k(_S, "d"), b"x")), ["save", "messages"],
+     "not"),
+    ("m-not-utf8", "m", lambda c, k: c.lset(k(_S, "m"), 0, b"user:\xff\xfe"), ["messages"], "not a message"),
+    ("m-not-json", "m", lambda c, k: c.lset(k(_S, "m"), 1, b"{not json"), ["messages"], "not a message"),
+    ("m-wrong-type", "m", lambda c, k: (c.delete(k(_S, "m")), c.set(k(_S, "m"), b"x")), ["save", "messages"],
+     "not"),
+    ("s-not-utf8", "s", lambda c, k: c.linsert(k(_S, "s"), "AFTER", b"one", b"\xc3\x28"), ["take_steers"],
+     "not UTF-8"),
+    ("s-wrong-type", "s", lambda c, k: (c.delete(k(_S, "s")), c.hset(k(_S, "s"), b"f", b"v")),
+     ["take_steers", "add_steer"], "not a list"),
+    ("p-wrong-type", "p", lambda c, k: c.set(k(_S, "p"), b"x"), ["take_steers"], "string"),
+    ("a-wrong-type", "a", lambda c, k: c.set(k(_S, "a"), b"x"), ["take_steers"], "string"),
+    ("receipt-not-utf8", "rdead", lambda c, k: (c.zadd(k(_S, "p"), {b"dead": 1}), c.rpush(k(_S, "rdead"), b"ok",
+                                                 b"\xff")), ["take_steers"], "not UTF-8"),
+    ("e-not-json", "e", lambda c, k: c.rpush(k(_L, "e"), b"[not json"), ["entries"], "not an entry"),
+    ("e-not-utf8", "e", lambda c, k: c.rpush(k(_L, "e"), b"\xff\xfe"), ["entries"], "not an entry"),
+    ("e-bad-number", "e", lambda c, k: c.rpush(k(_L, "e"), b'["z",null,1' + b"0" * 40 + b',0,"message",{}]'),
+     ["entries"], "not an entry"),
+    ("e-wrong-type", "e", lambda c, k: (c.delete(k(_L, "e")), c.set(k(_L, "e"), b"x")), ["entries", "append"],
+     "not a list"),
+    ("i-wrong-type", "i", lambda c, k: (c.delete(k(_L, "i")), c.set(k(_L, "i"), b"x")), ["append"], "not a hash"),
+]
+
+
+@pytest.mark.parametrize(("key", "damage", "calls", "word"), [c[1:] for c in _DAMAGE], ids=[c[0] for c in _DAMAGE])
+def test_damage_behind_the_stores_back_is_a_store_error_naming_the_key_and_nothing_moves(
+    storetest_redis_url: str, storetest_redis_prefix: str, key: str, damage: Callable[..., None], calls: list[str],
+    word: str,
+) -> None:
+    """A key of a session holding what the store never writes there (a wrong type, a
+    non-UTF-8 element, a bad number, digests of the wrong length): every call that
+    reads it raises StoreError naming the key and what is wrong, before changing
+    anything: every key of the session holds what it held (the good steers, messages
+    and entries still there). (Before issue 46: ValueError, UnicodeDecodeError or
+    OverflowError, and a take that had moved every queued steer.)"""
+    import redis
+
+    from storetest.contract import Message, StoreError
+    from storetest.entries import Entry
+
+    prefix = f"{storetest_redis_prefix}dmg{secrets.token_hex(3)}:"
+
+    def k(session: str, kind: str) -> bytes:
+        return session_key(prefix, session, kind)
+
+    sync = redis.Redis.from_url(storetest_redis_url)
+
+    def snapshot() -> dict[bytes, bytes | None]:
+        return {name: sync.dump(name) for name in sorted(sync.scan_iter(match=prefix.encode() + b"*"))}
+
+    now = __import__("datetime").datetime.now(__import__("datetime").timezone.utc)
+    entry = [Entry("e1", None, now, "message", Message.text("user", "a")),
+             Entry("e2", "e1", now, "message", Message.text("user", "b"))]
+
+    async def main() -> list[tuple[str, BaseException | None]]:
+        client = _client(storetest_redis_url)
+        try:
+            store, log = RedisStore(client, prefix=prefix), RedisLogStore(client, prefix=prefix)
+            await store.save(_S, [Message.text("user", "hello"), Message.text("assistant", "hi")])
+            await store.add_steer(_S, "one")
+            await store.add_steer(_S, "two")
+            await log.append(_L, entry)
+            damage(sync, k)
+            before = snapshot()
+            results: list[tuple[str, BaseException | None]] = []
+            for call in calls:
+                work = {
+                    "save": lambda: RedisStore(client, prefix=prefix).save(_S, [Message.text("user", "x")] * 3),
+                    "messages": lambda: store.messages(_S),
+                    "take_steers": lambda: store.take_steers(_S),
+                    "add_steer": lambda: store.add_steer(_S, "three"),
+                    "entries": lambda: log.entries(_L),
+                    "append": lambda: log.append(_L, [Entry("e3", "e2", now, "message", Message.text("user", "c"))]),
+                }[call]
+                try:
+                    await work()
+                    results.append((call, None))
+                except Exception as exc:
+                    results.append((call, exc))
+                assert snapshot() == before, f"{call} changed the keys"
+            return results
+        finally:
+            await client.aclose()
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        sync.close()
+    for call, exc in results:
+        assert isinstance(exc, StoreError) and not isinstance(exc, OutcomeUnknown), f"{call}: {exc!r}"
+        session = _L if key in ("e", "i") else _S
+        assert repr(k(session, key)) in str(exc) and word in str(exc) and repr(session) in str(exc), f"{call}: {exc}"
+
+
+# OutcomeUnknown only where the command may have run (issue 46) ---------------------
+
+
+_LOADING = b"-LOADING Redis is loading the dataset in memory\r\n"
+
+
+class _Answering:
+    """A TCP server on loopback speaking just enough RESP to stand in for a Redis that
+    cannot run commands: ``mode`` "loading" answers the handshake's commands ``+OK``
+    and every other command with the ``-LOADING`` refusal a restarted server sends
+    while it reads its data; "mute" accepts and never answers (a handshake that times
+    out). Each command it answered or swallowed is kept in :attr:`seen`."""
+
+    def __init__(self, mode: str) -> None:
+        import socket
+        import threading
+
+        from tests.faults.resp import HANDSHAKE, command_head, message_end
+
+        self.seen: list[bytes] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = []
+
+        def serve(conn: socket.socket) -> None:
+            buf = b""
+            try:
+                while data := conn.recv(65536):
+                    buf += data
+                    while (end := message_end(buf)) is not None:
+                        name, _ = command_head(buf[:end])
+                        buf = buf[end:]
+                        self.seen.append(name)
+                        if mode == "loading":
+                            conn.sendall(b"+OK\r\n" if name in HANDSHAKE else _LOADING)
+            except OSError:
+                pass
+
+        def accept() -> None:
+            while True:
+                try:
+                    conn, _ = self._listener.accept()
+                except OSError:
+                    return
+                self._sockets.append(conn)
+                threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=accept, daemon=True).start()
+
+    def close(self) -> None:
+        from tests.relay import close_all
+
+        close_all(self._listener, *self._sockets)
+
+
+def _never_ran_calls(store: Any, log: Any) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
+    from storetest.contract import Message
+    from storetest.entries import Entry
+
+    now = __import__("datetime").datetime.now(__import__("datetime").timezone.utc)
+    return [("save", lambda: store.save("n", [Message.text("user", "x")])),
+            ("add_steer", lambda: store.add_steer("n", "s")),
+            ("take_steers", lambda: store.take_steers("n")),
+            ("append", lambda: log.append("n", [Entry("e1", None, now, "message", Message.text("user", "x"))]))]
+
+
+@pytest.mark.parametrize("case", ["loading", "handshake timed out", "connection refused"])
+def test_a_write_that_provably_never_ran_is_a_plain_store_error(case: str) -> None:
+    """OutcomeUnknown only where the command may have run: a server that refuses it
+    while loading its data (``-LOADING``), a connection whose handshake times out
+    before the command is written, and a connection refused, each raise StoreError,
+    not OutcomeUnknown. (Before issue 46 the first two raised OutcomeUnknown: 47 of 48
+    such adds had not landed.)"""
+    from storetest.contract import StoreError
+
+    server = _Answering("mute" if case == "handshake timed out" else "loading")
+    port = server.port
+    if case == "connection refused":
+        server.close()
+
+    async def main() -> list[tuple[str, BaseException | None]]:
+        client = _bounded_client(f"redis://127.0.0.1:{port}/0")
+        try:
+            results: list[tuple[str, BaseException | None]] = []
+            for name, call in _never_ran_calls(RedisStore(client), RedisLogStore(client)):
+                try:
+                    await call()
+                    results.append((name, None))
+                except Exception as exc:
+                    results.append((name, exc))
+            return results
+        finally:
+            await client.aclose()
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        server.close()
+    for name, exc in results:
+        assert isinstance(exc, StoreError) and not isinstance(exc, OutcomeUnknown), f"{case}, {name}: {exc!r}"
+        assert "'n'" in str(exc), f"{case}, {name}: {exc}"
+    if case == "handshake timed out":
+        # Only handshakes reached it: no store's command was ever written.
+        assert set(server.seen) <= {b"CLIENT", b"HELLO", b"AUTH", b"SELECT", b"PING"}, server.seen
+    if case == "loading":
+        assert {b"EVALSHA", b"RPUSH"} <= set(server.seen), server.seen

@@ -163,7 +163,8 @@ def test_errors_name_the_operation_the_session_and_the_cause(
             session = f"corrupt-{secrets.token_hex(3)}"
             await store.append(session, [msg("a")])
             await c.rpush(session_key(storetest_redis_prefix, session, "e"), b"not json")
-            with pytest.raises(StoreError, match=f"read of session '{session}' failed: a stored entry is corrupt"):
+            with pytest.raises(StoreError, match=f"read of session '{session}' failed: key .*:e' holds an element "
+                               r"\(2 of 2\) that is not an entry"):
                 await store.entries(session)
         finally:
             await c.aclose()

@@ -54,13 +54,17 @@ Lost connections and packet limits:
 - A connection lost after COMMIT was sent raises
   :class:`~storetest.contract.OutcomeUnknown` (a take's carries the steers it read).
 
-Stalled connections: the store has no timeout of its own, because pymysql lets only
-the connection bound a wait: its ``read_timeout`` and ``write_timeout``, fixed when the
-application makes the connection (both ``None``, no bound, by default). Give them: each
-read or write that waits longer ends the connection, and the call with
-:class:`~storetest.contract.StoreError` (or :class:`~storetest.contract.OutcomeUnknown`
-if it was COMMIT's answer that never came), after ``read_timeout`` seconds when a
-network stalls; the next call reconnects. The store warns (:class:`UnboundedCalls`) when
+Stalled connections: the store takes its bound from the connection's ``read_timeout``
+and ``write_timeout`` (the larger), fixed when the application makes the connection
+(both ``None``, no bound, by default). Give them: the bound is per call, not per wait:
+every read and write of a call waits at most what is left of it, counted from the
+call's first statement (pymysql bounds each wait alone, so a call of eight round trips,
+each answered just in time, took eight times the timeout), and once it is spent the
+connection is closed and the call raises :class:`~storetest.contract.StoreError` (or
+:class:`~storetest.contract.OutcomeUnknown` if it was COMMIT's answer that never came);
+the next call reconnects. Opening a connection (a factory's, or a reconnect) is bounded
+by the connection's own ``connect_timeout`` and ``read_timeout`` before that.
+``tests/test_faults_mysql.py`` delays every reply just under the timeout. The store warns (:class:`UnboundedCalls`) when
 it is given a connection without them, at construction, or for a factory at the first
 such connection it hands out. :func:`storetest.databases.mysql_connection` sets both
 to 30 seconds. A store given one connection runs one call at a time, so a call queued
@@ -462,7 +466,7 @@ class MySQLStore:
         """
         what = f"{operation} session {session!r}"
         try:
-            with self._cursor() as cur:
+            with self._cursor() as cur, _deadline(cur.connection):
                 conn = cur.connection
                 for attempt in range(1, _ATTEMPTS + 1):
                     try:
@@ -481,7 +485,7 @@ class MySQLStore:
                     try:
                         conn.commit()
                     except (pymysql.err.MySQLError, OSError) as exc:
-                        if sent and _connection_ended(exc):
+                        if sent and _connection_ended(exc) and not isinstance(exc, _NotSent):
                             if not writes:
                                 return result  # a read has its rows; there was nothing to commit
                             raise _CommitLost(result) from exc
@@ -532,6 +536,55 @@ def _connection_ended(exc: BaseException) -> bool:
         return isinstance(exc, OSError)
     code = exc.args[0] if exc.args else None
     return not isinstance(code, int) or code == 0 or 2000 <= code < 3000 or code in _CONNECTION_ENDED
+
+
+class _NotSent(pymysql.err.OperationalError):  # type: ignore[misc]
+    """The call's bound ran out before a write: nothing of it was sent."""
+
+
+@contextmanager
+def _deadline(conn: Any) -> Iterator[None]:
+    """One bound for the whole call, not for each wait: every read and write of the
+    connection while inside waits at most what is left of the connection's
+    ``read_timeout`` (or ``write_timeout``, the larger) counted from the start, and
+    once nothing is left the connection is closed, as pymysql closes it when a wait
+    times out. pymysql sets its socket's timeout to the connection's setting before each
+    packet; the store's own reads and writes go through ``_read_bytes`` and
+    ``_write_bytes``, which are wrapped for the call (on this connection only) and
+    restored after it."""
+    limits = [t for t in (getattr(conn, "_read_timeout", None), getattr(conn, "_write_timeout", None)) if t]
+    read_bytes, write_bytes = getattr(conn, "_read_bytes", None), getattr(conn, "_write_bytes", None)
+    if not limits or read_bytes is None or write_bytes is None:
+        yield
+        return
+    bound = float(max(limits))
+    end = time.monotonic() + bound
+
+    def left(sending: bool) -> float:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            conn._force_close()
+            kind = _NotSent if sending else pymysql.err.OperationalError
+            raise kind(2013, f"Lost connection to MySQL server during query (the call's bound of {bound:g} s ran out)")
+        conn._sock.settimeout(remaining)
+        conn._current_timeout = None  # pymysql sets its own again at the next packet after the call
+        return remaining
+
+    def bounded_read(num_bytes: int) -> Any:
+        left(False)
+        return read_bytes(num_bytes)
+
+    def bounded_write(data: Any) -> Any:
+        left(True)
+        conn._current_timeout = conn._write_timeout  # stops pymysql resetting it to the full timeout
+        return write_bytes(data)
+
+    conn._read_bytes, conn._write_bytes = bounded_read, bounded_write
+    try:
+        yield
+    finally:
+        del conn._read_bytes, conn._write_bytes
+        conn._current_timeout = None
 
 
 class _CommitLost(Exception):

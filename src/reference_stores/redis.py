@@ -1,5 +1,5 @@
 """The Redis store: the application's ``redis.asyncio`` client (``Redis`` or
-``RedisCluster``), four keys per session, three Lua scripts.
+``RedisCluster``), four keys per session (and the receipts of takes), five Lua scripts.
 
 How it keeps each Redis fact that breaks naive stores:
 
@@ -27,7 +27,9 @@ How it keeps each Redis fact that breaks naive stores:
 Keys of session ``s``: ``:v`` the version (a counter that every save that changes the
 transcript raises; absent means never saved), ``:d`` the chain digests (of each
 message's :func:`encode_message` text), 32 bytes per message, concatenated, ``:m`` a
-list of the messages, ``:s`` a list of steers. A message of one piece of text, the
+list of the messages, ``:s`` a list of steers; ``:r<token>`` a take's receipt (a list of
+the steers it took), ``:p`` the receipts in flight (a sorted set: token -> the server's
+time in microseconds when the take ran), ``:a`` those given up (a set). A message of one piece of text, the
 common one, is stored as ``role:text`` and read back without any JSON; any other as its
 JSON text, which starts with ``{`` (no role does).
 
@@ -38,7 +40,8 @@ but only after that row: the rows after it are rewritten). Otherwise (the prefix
 itself changed, or the handle knows nothing of the session) the reply holds the stored
 version and digests, and the handle plans again, comparing digests only (no message is
 decoded). A save is one round trip (two when the prefix changed behind the handle's
-back), and so is a take (one script) and a read (``GET``, ``GET``, ``LRANGE`` in one
+back), and so is a take that finds nothing (one script; one that takes steers then
+acknowledges its receipt, a second) and a read (``GET``, ``GET``, ``LRANGE`` in one
 ``MULTI``/``EXEC``).
 
 Lost replies: the client must not retry commands (``Redis()`` retries 10 times by
@@ -51,18 +54,37 @@ cluster's slots, which its retries used to hide; so the first call of a store on
 cluster client awaits ``client.initialize()`` before any command
 (``tests/test_redis_driver.py`` shows both). A
 write whose connection is lost once it was sent raises
-:class:`~storetest.contract.OutcomeUnknown`; one whose connection never opened raises
-:class:`~storetest.contract.StoreError`, having sent nothing. A take's steers become
-its *receipt* (a key of the session, kept :data:`RECEIPT_SECONDS`), so when the reply
-is lost the store reads them back on a new connection and returns them; if the take
-took nothing, or never ran (the read-back marks the receipt, so a take still on its
-way does nothing), it raises ``StoreError``; only if the read-back fails too does it
-raise ``OutcomeUnknown``, and then those steers are lost to every caller.
+:class:`~storetest.contract.OutcomeUnknown`; one that provably never ran raises
+:class:`~storetest.contract.StoreError`: its connection never opened, its handshake
+failed before the command was written, or the server refused it while loading
+(``-LOADING``).
+
+A take is two-phase, so that a lost reply delays steers and never loses them: its
+script moves the queued steers into its *receipt*, registered in flight, and returns
+them; the store then acknowledges the receipt (deletes it). Until then no other take
+touches it, unless it is *given up* or has been in flight longer than
+``receipt_seconds`` (:data:`RECEIPT_SECONDS` by default): every take first returns the
+steers of such receipts, oldest first, then the queue. When a take's reply is lost the
+store gives its receipt up on a new connection and raises ``StoreError`` (the next take,
+on any handle, returns those steers first); if the take never ran, the give-up marks
+its receipt so that, arriving late, it does nothing. If the give-up fails too, the take
+raises ``OutcomeUnknown`` without steers, and its steers come back to this handle's
+next take, or to any take once the window has passed. An acknowledgement whose reply
+is lost raises ``OutcomeUnknown`` with the steers (the contract's "taken if it
+landed, still queued if not"). ``tests/test_faults_redis.py`` loses a take's reply and
+its give-up on a server and on a cluster and sees the steers come back, once.
+
+Damage: every script checks the type of every key it reads (the take, each steer's
+UTF-8; the save, the version's digits and the digests' length) before it writes
+anything, and reads check what they decode: a key holding what this store never
+writes raises ``StoreError`` naming the key and what is wrong, with nothing changed
+(``tests/test_faults_redis.py``, one case per key kind).
 
 Bounded calls: redis-py waits ``socket_timeout`` seconds for each reply and
 ``socket_connect_timeout`` for a new connection, and the store retries nothing, so on a
 connection that stalls (no reply, no reset) a call ends at its first command left
-unanswered; a take then tries once to read back its receipt, on a new connection. Every
+unanswered; a take then tries once to give its receipt up (or, once it has its steers,
+to acknowledge it), on a new connection. Every
 call on a stalled connection thus ends within 2 x (``socket_connect_timeout`` +
 ``socket_timeout``). Both stores warn at construction when either is ``None`` (wait
 forever), which is what ``Redis.from_url`` leaves them unless the URL or the call sets
@@ -120,7 +142,22 @@ DEFAULT_PREFIX: Final = "storetest:"
 # once the rows it meant to keep are not as planned.
 # Once done it returns {1, version}.
 _SAVE: Final = """
-local v = tonumber(redis.call('GET', KEYS[1]) or '0')
+for i, wanted in ipairs({'string', 'string', 'list'}) do
+  local kind = redis.call('TYPE', KEYS[i]).ok
+  if kind ~= 'none' and kind ~= wanted then
+    return redis.error_reply('DAMAGED ' .. i .. ' holds a ' .. kind .. ', not a ' .. wanted)
+  end
+end
+local raw = redis.call('GET', KEYS[1]) or '0'
+if not string.find(raw, '^%d+$') or #raw > 15 then
+  return redis.error_reply('DAMAGED 1 holds ' .. #raw .. ' bytes that are not a version number')
+end
+local digests, rows = redis.call('STRLEN', KEYS[2]), redis.call('LLEN', KEYS[3])
+if digests ~= rows * 32 then
+  local want = ' messages, not ' .. rows * 32
+  return redis.error_reply('DAMAGED 2 holds ' .. digests .. ' bytes of digests for ' .. rows .. want)
+end
+local v = tonumber(raw)
 local keep = tonumber(ARGV[2])
 local delete = ARGV[3] == '1'
 local changed = ARGV[4] == '1'
@@ -151,32 +188,139 @@ if changed then
 end
 return {1, v}
 """
-# KEYS: steers, this take's receipt. ARGV: how long a receipt is kept (seconds). The
-# steers become the receipt (RENAME is O(1)); a receipt already there was claimed by
-# a store that lost this take's connection, and the take does nothing.
-_TAKE: Final = """
+# KEYS: steers, this take's receipt, the session's receipts in flight (a sorted set: token
+# -> the server's time in microseconds when its take ran), the receipts given up (a set
+# of tokens). ARGV: the window (microseconds) after which a receipt in flight counts as
+# given up, this take's token, what a receipt's key is before its token, then the
+# tokens of receipts this handle gave up on (takes whose outcome it never learnt).
+# A receipt already there (a list, or the read-back's mark) means this take arrives
+# after its store gave up on it: it does nothing. Otherwise it takes, oldest first, the
+# steers of every receipt given up or out of its window, then the queue, into its
+# receipt, registered in flight until its store acknowledges it (_ACK).
+_TAKE: Final = r"""
+local function utf8(s)
+  local i, n = 1, #s
+  while true do
+    i = string.find(s, '[\128-\255]', i)
+    if not i then return true end
+    local c, len = string.byte(s, i), 0
+    if c >= 194 and c <= 223 then len = 2 elseif c >= 224 and c <= 239 then len = 3
+    elseif c >= 240 and c <= 244 then len = 4 else return false end
+    if i + len - 1 > n then return false end
+    for k = 1, len - 1 do
+      local b = string.byte(s, i + k)
+      if b < 128 or b > 191 then return false end
+    end
+    local b = string.byte(s, i + 1)
+    if (c == 224 and b < 160) or (c == 237 and b > 159) or (c == 240 and b < 144) or (c == 244 and b > 143) then
+      return false
+    end
+    i = i + len
+  end
+end
+local function steers(key, name)
+  local kind = redis.call('TYPE', key).ok
+  if kind == 'none' then return {} end
+  if kind ~= 'list' then return redis.error_reply('DAMAGED ' .. name .. ' holds a ' .. kind .. ', not a list') end
+  local found = redis.call('LRANGE', key, 0, -1)
+  for i, steer in ipairs(found) do
+    if not utf8(steer) then
+      local where = ' (' .. i .. ' of ' .. #found .. ')'
+      return redis.error_reply('DAMAGED ' .. name .. ' holds an element' .. where .. ' that is not UTF-8')
+    end
+  end
+  return found
+end
 if redis.call('EXISTS', KEYS[2]) == 1 then return {} end
-local taken = redis.call('LRANGE', KEYS[1], 0, -1)
-if #taken > 0 then
+for i, wanted in ipairs({'list', 'zset', 'set'}) do
+  local kind = redis.call('TYPE', KEYS[i == 1 and 1 or i + 1]).ok
+  if kind ~= 'none' and kind ~= wanted then
+    return redis.error_reply('DAMAGED ' .. (i == 1 and 1 or i + 1) .. ' holds a ' .. kind .. ', not a ' .. wanted)
+  end
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cutoff = now - tonumber(ARGV[1])
+local given = {}
+for i = 4, #ARGV do given[ARGV[i]] = true end
+-- Read and check everything first: damage raises before anything is moved.
+local due, taken = {}, {}
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  local flight = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+  for i = 1, #flight, 2 do
+    local token = flight[i]
+    if tonumber(flight[i + 1]) <= cutoff or given[token] or redis.call('SISMEMBER', KEYS[4], token) == 1 then
+      local key = ARGV[3] .. token
+      if redis.call('TYPE', key).ok ~= 'string' then
+        local found = steers(key, 'r ' .. token)
+        if found.err then return found end
+        for _, steer in ipairs(found) do taken[#taken + 1] = steer end
+      end
+      due[#due + 1] = token
+    end
+  end
+end
+local queued = steers(KEYS[1], '1')
+if queued.err then return queued end
+for i = 4, #ARGV do
+  local key = ARGV[3] .. ARGV[i]
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('SET', key, 'claimed', 'PX', math.floor(tonumber(ARGV[1]) / 1000))
+  end
+end
+for _, token in ipairs(due) do
+  local key = ARGV[3] .. token
+  if redis.call('TYPE', key).ok == 'list' then redis.call('DEL', key) end
+  redis.call('ZREM', KEYS[3], token)
+  redis.call('SREM', KEYS[4], token)
+end
+if #queued == 0 and #taken == 0 then return {} end
+if #taken == 0 then
+  taken = queued
   redis.call('RENAME', KEYS[1], KEYS[2])
-  redis.call('EXPIRE', KEYS[2], ARGV[1])
+else
+  for _, steer in ipairs(queued) do taken[#taken + 1] = steer end
+  redis.call('DEL', KEYS[1])
+  for i = 1, #taken, 1000 do
+    redis.call('RPUSH', KEYS[2], unpack(taken, i, math.min(i + 999, #taken)))
+  end
 end
+redis.call('ZADD', KEYS[3], now, ARGV[2])
 return taken
 """
-# KEYS: a take's receipt. ARGV: as _TAKE's. What the take took (deleting the receipt),
-# or, if it took nothing or never ran, nothing, leaving a mark that stops it running.
-_CLAIM: Final = """
+# KEYS: a take's receipt, the receipts in flight, those given up. ARGV: its token. The
+# store has the take's steers: the receipt goes. 1 if it was still there, 0 if another
+# take had already taken its steers (it came after the window).
+_ACK: Final = """
+for i, wanted in ipairs({'list', 'zset', 'set'}) do
+  local kind = redis.call('TYPE', KEYS[i]).ok
+  if kind ~= 'none' and kind ~= wanted then
+    return redis.error_reply('DAMAGED ' .. (i + 1) .. ' holds a ' .. kind .. ', not a ' .. wanted)
+  end
+end
+local had = redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[3], ARGV[1])
+return had
+"""
+# KEYS: a take's receipt, the receipts given up. ARGV: the window (microseconds), its
+# token. The take's reply was lost: if it ran, its receipt is given up (the next take,
+# on any handle, returns its steers first): 1; if it has not run, a mark stops it from
+# ever running: 0.
+_GIVE_UP: Final = """
+local kind = redis.call('TYPE', KEYS[2]).ok
+if kind ~= 'none' and kind ~= 'set' then return redis.error_reply('DAMAGED 4 holds a ' .. kind .. ', not a set') end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('SET', KEYS[1], 'claimed', 'EX', ARGV[1])
-  return {}
+  redis.call('SET', KEYS[1], 'claimed', 'PX', math.floor(tonumber(ARGV[1]) / 1000))
+  return 0
 end
-if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return {} end
-local taken = redis.call('LRANGE', KEYS[1], 0, -1)
-redis.call('DEL', KEYS[1])
-return taken
+if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return 0 end
+redis.call('SADD', KEYS[2], ARGV[2])
+return 1
 """
-#: How long the steers of a take stay under its receipt, for the store to read them
-#: back when the take's reply is lost.
+#: How long a take's receipt stays in flight (its steers reserved for the take that
+#: made it, which acknowledges it once it has them) before any take may return its
+#: steers; and how long the mark of a take given up stays.
 RECEIPT_SECONDS: Final = 60
 
 # The replies to a command that may have run are lost with these.
@@ -232,9 +376,13 @@ class RedisStore:
     :param prefix: what every key starts with; it may hold no ``{`` or ``}``.
     :param cache_sessions: how many sessions to remember for incremental saves (least
         recently used are forgotten first); ``0`` disables it.
+    :param receipt_seconds: how long a take's receipt stays in flight before any take
+        may return its steers (see the module docstring, "A take is two-phase"); keep it
+        longer than the longest call, 2 x (``socket_connect_timeout`` + ``socket_timeout``).
     :raises TypeError: ``client`` is a URL, a synchronous client or not a Redis client.
     :raises ValueError: the client decodes responses or retries commands, the prefix
-        holds a brace, or ``cache_sessions`` is negative.
+        holds a brace, ``cache_sessions`` is negative, or ``receipt_seconds`` is not a
+        positive number.
 
     Every method raises ``TypeError``/``ValueError`` for bad arguments before sending
     anything, and :class:`~storetest.contract.StoreError` (from the driver's error)
@@ -244,7 +392,12 @@ class RedisStore:
     """
 
     def __init__(
-        self, client: Any, *, prefix: str = DEFAULT_PREFIX, cache_sessions: int = DEFAULT_CACHE_SESSIONS
+        self,
+        client: Any,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        cache_sessions: int = DEFAULT_CACHE_SESSIONS,
+        receipt_seconds: float = RECEIPT_SECONDS,
     ) -> None:
         _check_client(client)
         _check_prefix(prefix)
@@ -253,7 +406,16 @@ class RedisStore:
         self._prefix = prefix
         self._save = client.register_script(_SAVE)
         self._take = client.register_script(_TAKE)
-        self._claim = client.register_script(_CLAIM)
+        self._ack = client.register_script(_ACK)
+        self._give_up_script = client.register_script(_GIVE_UP)
+        if isinstance(receipt_seconds, bool) or not isinstance(receipt_seconds, (int, float)) or not (
+            0 < receipt_seconds < 10**9
+        ):
+            raise ValueError(f"receipt_seconds must be a positive number of seconds, not {receipt_seconds!r}")
+        self._window = int(receipt_seconds * 1_000_000)
+        # Per session, the tokens of this handle's takes whose outcome it never learnt:
+        # its next take there returns their steers first.
+        self._given_up: dict[str, list[str]] = {}
         self._uninitialized = isinstance(client, redis.asyncio.RedisCluster)
 
     def __repr__(self) -> str:
@@ -290,7 +452,10 @@ class RedisStore:
                     new = plan.new
                     args.append(b"".join(row[1] for row in plan.rows))
                     args.extend(_element(new[position], body) for position, _, body in plan.rows)
-                done, version, *rest = await self._save(keys=keys, args=args)
+                try:
+                    done, version, *rest = await self._save(keys=keys, args=args)
+                except redis.exceptions.ResponseError as exc:
+                    _damaged("save to", session, keys, exc)
                 if done:
                     break
                 stored = rest[0]
@@ -316,19 +481,27 @@ class RedisStore:
                 pipe.get(keys[0])
                 pipe.get(keys[1])
                 pipe.lrange(keys[2], 0, -1)
-                version, blob, elements = await pipe.execute()
+                replies = await pipe.execute(raise_on_error=False)
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc)
-        version, blob = int(version or 0), blob or b""
-        try:
-            result = [_message(element) for element in elements]
-        except (CodecError, UnicodeDecodeError) as exc:
-            raise StoreError(f"read of session {session!r} failed: {exc}") from exc
+        for key, reply in zip(keys, replies, strict=True):
+            if isinstance(reply, redis.exceptions.ResponseError):
+                _damaged_key("read of", session, key, f"is not what this store writes there ({reply})", reply)
+        raw_version, blob, elements = replies
+        raw_version, blob = raw_version or b"0", blob or b""
+        if not raw_version.isdigit() or len(raw_version) > 15:
+            _damaged_key("read of", session, keys[0], f"holds {bytes(raw_version[:40])!r}, not a version number")
+        version = int(raw_version)
+        result = []
+        for i, element in enumerate(elements):
+            try:
+                result.append(_message(element))
+            except (CodecError, ValueError, TypeError, KeyError, RecursionError) as exc:
+                _damaged_key("read of", session, keys[2], f"holds an element ({i + 1} of {len(elements)}) that is "
+                             f"not a message ({type(exc).__name__}: {exc})", exc)
         if len(blob) != len(result) * DIGEST_SIZE:
-            raise StoreError(
-                f"read of session {session!r} failed: {len(result)} messages but {len(blob)} bytes of digests; "
-                "the keys were written by something other than this store"
-            )
+            _damaged_key("read of", session, keys[1], f"holds {len(blob)} bytes of digests for {len(result)} messages, "
+                         f"not {len(result) * DIGEST_SIZE}")
         if version:
             digests = (blob[o : o + DIGEST_SIZE] for o in range(0, len(blob), DIGEST_SIZE))
             self._remembered.learn_read(keys[0], version, list(result), digests)
@@ -343,6 +516,10 @@ class RedisStore:
             self._uninitialized = await _initialize(self._client, "add_steer to", session)
         try:
             await self._client.rpush(key, data)
+        except redis.exceptions.ResponseError as exc:
+            if "WRONGTYPE" in str(exc):
+                _damaged_key("add_steer to", session, key, f"is not a list ({exc})", exc)
+            _fail("add_steer to", session, exc)
         except _LOST as exc:
             _outcome_unknown("add_steer to", session, exc)
         except _BACKEND_ERRORS as exc:
@@ -351,32 +528,79 @@ class RedisStore:
     async def take_steers(self, session: str) -> list[str]:
         """Remove and return every queued steer, oldest first; ``[]`` when none."""
         session = check_session_id(session)
-        keys = self._keys(session, "s", f"r{secrets.token_hex(8)}")
+        operation = "take_steers from"
+        token = secrets.token_hex(8)
+        keys = self._keys(session, "s", f"r{token}", "p", "a")
+        given_up = self._given_up.get(session, [])
+        args = [self._window, token, session_key(self._prefix, session, "r"), *given_up]
         if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, "take_steers from", session)
+            self._uninitialized = await _initialize(self._client, operation, session)
         try:
-            taken = await self._take(keys=keys, args=[RECEIPT_SECONDS])
+            taken = await self._take(keys=keys, args=args)
         except _LOST as exc:
-            taken = await self._claimed("take_steers from", session, keys[1], exc)
+            await self._give_up(operation, session, keys, token, exc)
+        except redis.exceptions.ResponseError as exc:
+            _damaged(operation, session, keys, exc)
         except _BACKEND_ERRORS as exc:
-            _fail("take_steers from", session, exc)
-        return [bytes(t).decode("utf-8") for t in taken]
+            _fail(operation, session, exc)
+        # It ran: the receipts given up are taken (or marked, if their takes never ran).
+        self._given_up.pop(session, None)
+        if not taken:
+            return []
+        steers = [bytes(t).decode("utf-8") for t in taken]
+        # The steers are in this take's receipt, in flight: acknowledged, it goes.
+        try:
+            had = await self._ack(keys=keys[1:], args=[token])
+        except redis.exceptions.ResponseError as exc:
+            self._given_up.setdefault(session, []).append(token)
+            _damaged(operation, session, keys, exc)
+        except _BACKEND_ERRORS as exc:
+            self._given_up.setdefault(session, []).append(token)
+            if isinstance(exc, _LOST) and not _before_sending(exc):
+                raise OutcomeUnknown(
+                    f"{operation} session {session!r} may or may not have taken its steers: the connection "
+                    f"to Redis was lost once their acknowledgement was sent ({_describe(exc)}); if it did not "
+                    "land, the next take returns them",
+                    steers=steers,
+                ) from exc
+            raise StoreError(
+                f"{operation} session {session!r} failed: the steers it read could not be acknowledged "
+                f"({_describe(exc)}); the next take returns them"
+            ) from exc
+        if not had:
+            raise StoreError(
+                f"{operation} session {session!r} failed: its reply came after the receipt window "
+                f"({self._window / 1e6:g} s) and another take has returned its steers"
+            )
+        return steers
 
-    async def _claimed(self, operation: str, session: str, receipt: bytes, lost: BaseException) -> list[bytes]:
-        """What a take whose reply was lost took, read back from its receipt on a new
-        connection; a take that took nothing (or never ran, and now never will) raises
-        StoreError, and one whose receipt cannot be read OutcomeUnknown."""
+    async def _give_up(
+        self, operation: str, session: str, keys: list[bytes], token: str, lost: BaseException
+    ) -> NoReturn:
+        """A take whose reply was lost: give its receipt up on a new connection, so that
+        the next take, on any handle, returns its steers first (or, if it never ran,
+        mark it so that it never will), and raise StoreError: nothing is taken. If that
+        fails too, OutcomeUnknown; the handle's next take gives it up, and any take
+        once it has been in flight longer than the window."""
         if _before_sending(lost):
             _fail(operation, session, lost)
         try:
-            taken: list[bytes] = await self._claim(keys=[receipt], args=[RECEIPT_SECONDS])
+            ran = await self._give_up_script(keys=[keys[1], keys[3]], args=[self._window, token])
         except _BACKEND_ERRORS:
-            _outcome_unknown(operation, session, lost)
-        if not taken:
-            _fail(operation, session, lost)
-        _log.info("%s session %r: the reply was lost (%s); %d steers read back from the take's receipt",
-                  operation, session, _describe(lost), len(taken))
-        return taken
+            self._given_up.setdefault(session, []).append(token)
+            raise OutcomeUnknown(
+                f"{operation} session {session!r} may or may not have taken steers: the connection to Redis "
+                f"was lost once the command was sent ({_describe(lost)}); what it took is returned first "
+                "by this handle's next take, or by any take after the receipt window",
+            ) from lost
+        if ran:
+            _log.info("%s session %r: the reply was lost (%s); its steers go back to the front of the queue",
+                      operation, session, _describe(lost))
+            raise StoreError(
+                f"{operation} session {session!r} failed: {_describe(lost)} (the reply was lost; what the take "
+                "took is returned first by the next take)"
+            ) from lost
+        _fail(operation, session, lost)
 
 
 def _check_client(client: object, store: str = "RedisStore") -> None:
@@ -464,9 +688,54 @@ def _outcome_unknown(operation: str, session: str, exc: BaseException, steers: S
 
 
 def _before_sending(exc: BaseException) -> bool:
-    # redis-py's words for a connection that never opened: nothing was sent on it.
+    """Whether ``exc`` provably came before the command reached Redis: the connection
+    never opened, its handshake (or health check) failed before the command was
+    written, or the server refused the command while loading its data."""
+    if isinstance(exc, redis.exceptions.BusyLoadingError):
+        return True
     text = str(exc)
-    return "connecting to" in text or "Timeout connecting" in text
+    if "connecting to" in text or "Timeout connecting" in text:
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in _OPENING and code.co_filename.endswith(_CONNECTION_MODULE):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+# redis-py's functions that open a connection, run its handshake or check its health
+# before a command is written: an error raised inside one left the command unsent.
+_OPENING: Final = frozenset({"connect", "connect_check_health", "on_connect", "on_connect_check_health",
+                             "check_health", "_connect"})
+_CONNECTION_MODULE: Final = "/redis/asyncio/connection.py"
+
+
+def _damaged(operation: str, session: str, keys: Sequence[bytes], exc: BaseException) -> NoReturn:
+    """A script's refusal: ``DAMAGED <key> <what>`` (the key's index in ``keys``,
+    1-based, or ``r <token>`` for a receipt) names a key something other than the
+    store wrote, found before the script changed anything; anything else is Redis's
+    own error."""
+    text = str(exc)
+    if not text.startswith("DAMAGED "):
+        _fail(operation, session, exc)
+    where, _, what = text[len("DAMAGED "):].partition(" ")
+    if where == "r":
+        token, _, what = what.partition(" ")
+        key = keys[0][: keys[0].rindex(b"}:") + 2] + b"r" + token.encode()
+    else:
+        key = keys[int(where) - 1]
+    _damaged_key(operation, session, key, what, exc)
+
+
+def _damaged_key(
+    operation: str, session: str, key: bytes, what: str, cause: BaseException | None = None
+) -> NoReturn:
+    raise StoreError(
+        f"{operation} session {session!r} failed: key {key!r} {what}, which this store never writes "
+        "(something else wrote it); nothing was changed"
+    ) from cause
 
 
 def _describe(exc: BaseException) -> str:

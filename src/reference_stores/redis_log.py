@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import redis.asyncio
+import redis.exceptions
 
 from reference_stores._entry_codec import decode_payload, decode_time, encode_payload, encode_time
 from reference_stores.redis import (
@@ -53,6 +54,8 @@ from reference_stores.redis import (
     DEFAULT_PREFIX,
     _check_client,
     _check_prefix,
+    _damaged,
+    _damaged_key,
     _fail,
     _initialize,
     _outcome_unknown,
@@ -68,6 +71,12 @@ __all__ = ["DEFAULT_PREFIX", "RedisLogStore"]
 # (written), 0 (create: the session has entries), or a list of the batch's ids and
 # parents the session has (refused; check_batch says why).
 _APPEND: Final = """
+for i, wanted in ipairs({'list', 'hash'}) do
+  local kind = redis.call('TYPE', KEYS[i]).ok
+  if kind ~= 'none' and kind ~= wanted then
+    return redis.error_reply('DAMAGED ' .. i .. ' holds a ' .. kind .. ', not a ' .. wanted)
+  end
+end
 local n = tonumber(ARGV[2])
 if ARGV[1] == 'create' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local seen, found, refused = {}, {}, false
@@ -166,16 +175,25 @@ class RedisLogStore:
     async def entries(self, session: str) -> list[Entry]:
         """Every entry in append order; ``[]`` for a session never used."""
         session = check_session_id(session)
+        key = session_key(self._prefix, session, "e")
         if self._uninitialized:
             self._uninitialized = await _initialize(self._client, "read of", session)
         try:
-            rows = await self._client.lrange(session_key(self._prefix, session, "e"), 0, -1)
+            rows = await self._client.lrange(key, 0, -1)
+        except redis.exceptions.ResponseError as exc:
+            if "WRONGTYPE" in str(exc):
+                _damaged_key("read of", session, key, f"is not a list ({exc})", exc)
+            _fail("read of", session, exc)
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc)
-        try:
-            return [_decode(row) for row in rows]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"read of session {session!r} failed: a stored entry is corrupt ({exc})") from exc
+        entries = []
+        for i, row in enumerate(rows):
+            try:
+                entries.append(_decode(row))
+            except (ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
+                _damaged_key("read of", session, key, f"holds an element ({i + 1} of {len(rows)}) that is not an "
+                             f"entry ({type(exc).__name__}: {exc})", exc)
+        return entries
 
     async def _write(self, mode: str, operation: str, session: str, batch: Sequence[Entry]) -> bool:
         keys = [session_key(self._prefix, session, kind) for kind in ("e", "i")]
@@ -187,6 +205,8 @@ class RedisLogStore:
             got = await self._script(keys, [mode, len(batch), *ids, *parents, *map(_encode, batch)])
         except _LOST as exc:
             _outcome_unknown(operation, session, exc)
+        except redis.exceptions.ResponseError as exc:
+            _damaged(operation, session, keys, exc)
         except _BACKEND_ERRORS as exc:
             _fail(operation, session, exc)
         if isinstance(got, list):

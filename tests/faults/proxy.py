@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 from tests.relay import Relay, close_all
 
@@ -53,6 +54,9 @@ class CuttingProxy(Relay):
         self.cuts = 0
         #: Set once a stall armed by stall_after_commit has begun.
         self.stalled = threading.Event()
+        #: Seconds each chunk of a server's reply waits before it is forwarded (a slow
+        #: network that answers every statement, each just in time).
+        self.reply_delay = 0.0
         super().__init__(host, port)
 
     def cut_after_commit(self, marker: Marker) -> None:
@@ -114,6 +118,8 @@ class CuttingProxy(Relay):
                     self.cut.set()
                     break
                 self._flowing.wait()
+                if self.reply_delay:
+                    time.sleep(self.reply_delay)
                 client.sendall(data)
         except OSError:
             pass

@@ -221,16 +221,16 @@ def _child_main(name: str, open_stores: Opener, stop_read: int, out: int) -> Non
 
 def run(server: PrivateServer, proxy: CuttingProxy, commit: Marker, open_stores: Opener,
         drain: Callable[[], list[str]], read_log: Callable[[str], list[str]] | None,
-        stops: list[Stop], bound: float, commit_name: str = "COMMIT",
-        stranded: Callable[[], list[list[str]]] | None = None) -> dict[str, Any]:
+        stops: list[Stop], bound: float, commit_name: str = "COMMIT") -> dict[str, Any]:
     """Restart ``server`` once per item of ``stops`` under the workload; the figures.
 
     The children reach the server through ``proxy``. For each stop, and once more with
     SIGKILL "at COMMIT": the proxy stalls the network right after the next COMMIT
     (``commit``, as it goes on the wire; a Redis store's write, ``commit_name`` says
     which) went up, the server is killed then, and the network comes back once the
-    server has: that COMMIT's caller got no answer. ``stranded`` (Redis) reads the
-    receipts no caller will read (see :func:`account_stranded`)."""
+    server has: that COMMIT's caller got no answer. Every steer acknowledged and never
+    returned by a take (the children's, then ``drain``'s) counts as lost, unless a take
+    raised OutcomeUnknown with it in ``steers``."""
     children = []
     for i in range(PROCESSES):
         stop_r, stop_w = os.pipe()
@@ -279,12 +279,11 @@ def run(server: PrivateServer, proxy: CuttingProxy, commit: Marker, open_stores:
         os.close(stop_w)
         os.close(out_r)
         reports.append(json.loads(b"".join(chunks) or b'{"crash": "no report"}'))
-    return _figures(reports, outages, drain(), read_log, bound, stranded() if stranded else None)
+    return _figures(reports, outages, drain(), read_log, bound)
 
 
 def _figures(reports: list[dict[str, Any]], outages: list[tuple[str, float, float, float]],
-             drained: list[str], read_log: Callable[[str], list[str]] | None, bound: float,
-             receipts: list[list[str]] | None) -> dict[str, Any]:
+             drained: list[str], read_log: Callable[[str], list[str]] | None, bound: float) -> dict[str, Any]:
     problems: list[str] = [f"a child crashed: {r['crash']}" for r in reports if "crash" in r]
     reports = [r for r in reports if "crash" not in r]
     ledger = SteerLedger()
@@ -296,7 +295,6 @@ def _figures(reports: list[dict[str, Any]], outages: list[tuple[str, float, floa
         ledger.unknown_takes += r["unknown_takes"]
         problems += r["problems"]
     ledger.taken.append(drained)
-    stranded = account_stranded(ledger, receipts, problems)
     calls = [c for r in reports for c in r["calls"]]
     rows = []
     for how, stopped, starting, ready in outages:
@@ -338,42 +336,9 @@ def _figures(reports: list[dict[str, Any]], outages: list[tuple[str, float, floa
         "failed saves that changed something": sum(r["failed_but_landed"] for r in reports),
         "failed log batches that landed": landed_batches,
         **verdict,
-        **stranded,
         "errors": dict(errors),
         "errors not a StoreError naming operation, session and cause": sum(
             1 for p in problems if "raised" in p or "does not name" in p or "hides" in p),
         "handles failing after the last restart": len(after),
         "problems": problems,
     }
-
-
-def account_stranded(ledger: SteerLedger, receipts: list[list[str]] | None, problems: list[str]) -> dict[str, int]:
-    """Count the steers left in the receipts of Redis takes whose reply and read-back
-    were both lost: such a take raised ``OutcomeUnknown`` without steers, and no caller
-    will get them (the store's docstring says so). ``receipts`` is every receipt still
-    on the server (a take's steers stay in its receipt for a minute); the stranded ones
-    are those no take returned. Their steers are not ``lost`` (the server kept them),
-    and each must belong to such a take: more of them than takes that raised
-    OutcomeUnknown without steers is a problem."""
-    if receipts is None:
-        return {}
-    returned = Counter(tuple(t) for t in ledger.taken)
-    stranded = []
-    for steers in receipts:
-        if returned[tuple(steers)]:
-            returned[tuple(steers)] -= 1
-        elif not any(_within(steers, t) for t in ledger.taken):  # a drain's takes, joined
-            stranded.append(steers)
-    blind = sum(1 for steers in ledger.unknown_takes if not steers)
-    if len(stranded) > blind:
-        # (Worded without "raised": the error tally counts the problems that say it.)
-        problems.append(f"{len(stranded)} receipts hold steers no take returned, but only {blind} takes "
-                        "ended in OutcomeUnknown without steers")
-    ledger.unknown_takes += stranded
-    return {"takes that raised OutcomeUnknown without steers": blind,
-            "steers left in the receipts of such takes": sum(map(len, stranded))}
-
-
-def _within(part: list[str], whole_list: list[str]) -> bool:
-    n = len(part)
-    return any(whole_list[i : i + n] == part for i in range(len(whole_list) - n + 1))
