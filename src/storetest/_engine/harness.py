@@ -276,10 +276,13 @@ class Target:
 
     def supervised(self, work: Callable[[], T]) -> T:
         """``work()`` (a clause's code) on a thread of its own under :meth:`Watch.supervise`
-        when every handle is plain; on this thread when one is async, as a store may be
-        bound to the thread its factory made it on."""
+        when every handle is plain; on the event loop's thread when one is async, as a
+        store may be bound to the thread its factory made it on (the loop's too)."""
         if any(h.is_async for h in self.handles()):
-            return work()
+            home = stops.loop_thread_of(self.loop)
+            # On the loop's thread, this thread watching: a store that blocks the loop
+            # cannot block the watch on its deadline.
+            return home.call(work) if home is not None else work()
         return self.watch.supervise(work)
 
     def new_session(self, label: str = "s") -> str:
@@ -353,6 +356,7 @@ def open_target(
     nested = _OPENED.get()  # inside a clause's own target (the crash clauses reopen the data)
     token = _OPENED.set(True)
     loop = new_loop()
+    home = stops.LoopThread(watch, loop)
     outer_loop, watch.loop = watch.loop, loop
     if not nested:
         watch.abandoned = []
@@ -362,10 +366,10 @@ def open_target(
     closers: list[Any] = []
     errors: list[tuple[str, BaseException]] = []
     try:
-        store = watch.run(loop, _open("factory", factory, fixtures, closers))
+        store = _opened(watch, loop, "factory", factory, fixtures, closers)
         second = None
         if replica is not None:
-            opened = watch.run(loop, _open("replica factory", replica, {**fixtures, "primary": store}, closers))
+            opened = _opened(watch, loop, "replica factory", replica, {**fixtures, "primary": store}, closers)
             second = Handle(opened, "replica factory", errors)
         target = Target(clause, Handle(store, "factory", errors), second, loop, profile, seed, nonce, tag, errors,
                         factory=factory, fixtures=fixtures)
@@ -381,13 +385,14 @@ def open_target(
     else:
         _teardown(loop, closers, watch, abandoned)
     finally:
-        if abandoned or stops.left_behind():
+        if abandoned or stops.left_behind() or home.clause.left:
             # A thread is still in the store: leave the loop and the factories as they are.
             watch.kept += [loop, closers]
         else:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
+            home.call(lambda: loop.run_until_complete(loop.shutdown_asyncgens()))
+            home.call(lambda: loop.run_until_complete(loop.shutdown_default_executor()))
             loop.close()
+        home.stop()
         if not nested:
             watch.loop = None
         elif watch.loop is loop:  # not a left clause's, unwinding while a later one runs
@@ -404,7 +409,16 @@ def _teardown(loop: asyncio.AbstractEventLoop, closers: list[Any], watch: stops.
     if not abandoned and isinstance(pool, stops.DaemonPool) and not pool.wait_idle(watch.timeout):
         abandoned.append("a plain call still running when the clause ended")
     if not abandoned:
-        _close_all(loop, closers)
+        _close_all(loop, closers, abandoned)
+
+
+def _opened(watch: stops.Watch, loop: asyncio.AbstractEventLoop, label: str, fn: Callable[..., Any],
+            available: Mapping[str, Any], closers: list[Any]) -> Any:
+    """The store ``fn`` makes, on the loop's thread."""
+    try:
+        return watch.run(loop, _open(label, fn, available, closers))
+    except stops.StuckCall as stuck:  # the loop's thread, left behind by the thread watching it
+        raise FactoryError(label, "making the store", stuck) from stuck
 
 
 async def _open(label: str, fn: Callable[..., Any], available: Mapping[str, Any], closers: list[Any]) -> Any:
@@ -437,11 +451,14 @@ async def enter_factory(label: str, fn: Callable[..., Any], available: Mapping[s
     return result
 
 
-def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
-    """Tear down every factory, newest first; one failing does not skip the rest."""
+def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any], abandoned: list[str] | None = None) -> None:
+    """Tear down every factory, newest first; one failing does not skip the rest (one
+    whose thread was left behind does)."""
     watch = stops.current()
     errors = []
     for label, closer in reversed(closers):
+        if abandoned:
+            break
         try:
             watch.run(loop, _close(closer, f"the {label}"), interruptible=False)
         except (Exception, SystemExit, KeyboardInterrupt, stops.StuckCall) as exc:
