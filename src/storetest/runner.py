@@ -25,6 +25,7 @@ from storetest._engine.failures import Violation, conformance_failures, describe
 from storetest._engine.harness import (
     CAPABILITIES,
     FactoryError,
+    SetupFailure,
     StoreShapeError,
     Target,
     code_roots,
@@ -484,6 +485,8 @@ def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseR
     except stops.StuckCall as stuck:
         # A call past its deadline once Ctrl-C came is the interruption's, not the store's.
         return _interrupted(t, done) if t.watch.interrupted else _stuck(c, t, stuck, done)
+    except SetupFailure as exc:  # the run is set up wrong (an opener gave no session): said once
+        return _setup_error(exc.error, t.factory or (lambda: None), done)
     except ChildDied as exc:  # before the store was opened: no verdict about it
         return _interrupted(t, done) if t.watch.interrupted else done("error", str(exc))
     except BaseException as exc:

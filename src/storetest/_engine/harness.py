@@ -50,6 +50,17 @@ class StoreShapeError(TypeError):
     """The factory gave something that is not a store (a misconfigured run)."""
 
 
+class SetupFailure(BaseException):
+    """A store call found the run set up wrong (:class:`StoreShapeError` from a binding:
+    an opener that returned ``None``): the run's error, said once, not a failure of each
+    clause. A BaseException, so no clause takes it for the store's refusal of bad input
+    and Hypothesis does not shrink on it."""
+
+    def __init__(self, error: StoreShapeError) -> None:
+        self.error = error
+        super().__init__(str(error))
+
+
 class FactoryError(Exception):
     """A factory (``label`` is ``factory`` or ``replica``) raised while making a store
     or tearing it down; the original error is the ``__cause__``."""
@@ -183,6 +194,8 @@ class Handle:
 
                 result = await self.watch.call(what, session, lambda: asyncio.to_thread(run),
                                                thread=True)
+        except StoreShapeError as exc:  # a binding's opener gave no session: the set-up's error
+            raise SetupFailure(exc) from exc
         except (KeyboardInterrupt, SystemExit) as exc:
             # Raised by the store's own code (Ctrl-C never raises inside a run): its failure.
             error = StoreExit(f"{name}() raised {type(exc).__name__}{f': {exc}' if str(exc) else ''} "

@@ -23,6 +23,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Final
 
+from storetest._engine.harness import StoreShapeError
 from storetest.bindings._langchain_messages import chat_protocol, langchain, to_item, to_message
 from storetest.bindings.openai_agents import ItemHistory, ItemSessions
 from storetest.items import Item
@@ -66,7 +67,7 @@ class ChatHistory(ItemHistory):
     def session(self, session_id: str) -> Any:
         """The history for ``session_id`` on this handle, opened on first use.
 
-        :raises TypeError: the opener returned something that is not a chat history.
+        :raises StoreShapeError: (a TypeError) the opener returned something that is not a chat history.
         """
         if session_id in self._sessions:
             return self._sessions[session_id]
@@ -74,7 +75,7 @@ class ChatHistory(ItemHistory):
         methods = ASYNC_METHODS if self.asynchronous else SYNC_METHODS
         missing = [m for m in methods if not callable(getattr(opened, m, None))]
         if missing or not _has_messages(opened):
-            raise TypeError(f"the {self._label}'s opener returned {opened!r} for session {session_id!r}, which "
+            raise StoreShapeError(f"the {self._label}'s opener returned {opened!r} for session {session_id!r}, which "
                             f"has no {', '.join(missing or ['messages'])}: a LangChain chat history has "
                             f"messages, {', '.join(methods)} (BaseChatMessageHistory)")
         self._sessions[session_id] = opened
