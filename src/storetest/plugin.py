@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -180,7 +181,10 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
         if isinstance(collector, _ConformanceReport):
             collector.rows[request.node.nodeid] = _row(stop.report, result, request.node.nodeid, spec)
         raise KeyboardInterrupt(f"storetest: Ctrl-C while {clause} ran (its teardown has run)") from None
-    replay = (f"pytest '{request.node.nodeid}' --storetest-seed={seed} "
+    # The test file's absolute path: the line works from any directory, not only the rootdir.
+    node = request.node
+    where = f"{node.path}::{node.nodeid.split('::', 1)[1]}" if "::" in node.nodeid else str(node.path)
+    replay = (f"pytest {shlex.quote(where)} --storetest-seed={seed} "
               f"--storetest-nonce={nonce} --storetest-profile={report.profile}"
               + (f" --storetest-idle={config.option.storetest_idle:g}" if config.option.storetest_idle else ""))
     report = with_replica_advice(report, "pass replica=<factory> to run_conformance")
