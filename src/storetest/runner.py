@@ -266,7 +266,8 @@ def check(
                                      topic=c.topic, exists_for=c.exists_for)
             else:
                 state = Progress(c.name, position, len(order))
-                with _beating(progress, state, heartbeat, watch):
+                # Twice within the deadline at least: a call in flight is named before it ends the clause.
+                with _beating(progress, state, min(heartbeat, max(0.2, watch.timeout / 2)), watch):
                     result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state,
                                          reopen=reopen)
                 if found is not None:

@@ -170,14 +170,21 @@ class Handle:
         self.after_first: list[bool] = []
         self.roots = code_roots(store)
         self.watch = stops.current()
+        #: A binding's names for its methods, as its protocol has them (a LangChain
+        #: history's ``messages`` for ``get_items``), for messages.
+        self.names: Mapping[str, str] = getattr(store, "storetest_names", None) or {}
+        #: Whether the binding's async methods hand each call to a thread (a plain
+        #: history): past the deadline that thread is abandoned, not cancelled.
+        self.threaded = bool(getattr(store, "storetest_threaded", False))
 
     async def call(self, name: str, *args: object) -> Any:
         method = getattr(self.raw, name)
         session = args[0] if args and isinstance(args[0], str) else ""
-        what = f"{name}({session!r}{', ...' if len(args) > 1 else ''}) on the {self.label}'s store"
+        shown = self.names.get(name, name)
+        what = f"{shown}({session!r}{', ...' if len(args) > 1 else ''}) on the {self.label}'s store"
         try:
             if self.is_async:
-                result = await self.watch.call(what, session, lambda: method(*args), thread=False)
+                result = await self.watch.call(what, session, lambda: method(*args), thread=self.threaded)
             elif not races.in_race() and (clause := stops.clause_here()) is not None:
                 # Alone on the loop, on the clause's own thread: called right here.
                 result = clause.call(what, session, lambda: method(*args))
@@ -198,14 +205,14 @@ class Handle:
             raise SetupFailure(exc) from exc
         except (KeyboardInterrupt, SystemExit) as exc:
             # Raised by the store's own code (Ctrl-C never raises inside a run): its failure.
-            error = StoreExit(f"{name}() raised {type(exc).__name__}{f': {exc}' if str(exc) else ''} "
+            error = StoreExit(f"{shown}() raised {type(exc).__name__}{f': {exc}' if str(exc) else ''} "
                               "(a store method must not stop the program)")
             self._outcome(error)
-            self.errors.append((f"{name}() on the {self.label}'s store", error))
+            self.errors.append((f"{shown}() on the {self.label}'s store", error))
             raise error from exc
         except Exception as exc:
             self._outcome(exc)
-            self.errors.append((f"{name}() on the {self.label}'s store", exc))
+            self.errors.append((f"{shown}() on the {self.label}'s store", exc))
             raise
         self._outcome(None)
         return result

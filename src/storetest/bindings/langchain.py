@@ -59,6 +59,12 @@ class ChatHistory(ItemHistory):
         self.asynchronous = asynchronous
         self.storetest_protocol = chat_protocol()
         self.storetest_id_limit = id_limit
+        #: The history's own method names, for messages (the clauses call the item protocol's).
+        self.storetest_names = ({"get_items": "aget_messages", "add_items": "aadd_messages", "clear_session": "aclear"}
+                                if asynchronous else
+                                {"get_items": "messages", "add_items": "add_messages", "clear_session": "clear"})
+        #: A plain history's calls run on threads: past the deadline one is abandoned, not cancelled.
+        self.storetest_threaded = not asynchronous
         #: The messages last passed to add_messages and last returned, per session (for
         #: the aliasing clause: a caller holds those, not the items).
         self.passed: dict[str, list[Any]] = {}
