@@ -140,7 +140,8 @@ def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
         time.sleep(0.02)
 
 
-def _interrupted(backend: str, tmp: Path, twice: bool = False) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _interrupted(backend: str, tmp: Path, twice: bool = False,
+                 runner: str = "pytest") -> tuple[subprocess.CompletedProcess[str], Path]:
     binary, store = STORES[backend]
     if shutil.which(binary) is None and not Path(f"/usr/sbin/{binary}").exists():
         pytest.skip(f"no {binary} here")
@@ -155,6 +156,11 @@ def _interrupted(backend: str, tmp: Path, twice: bool = False) -> tuple[subproce
         env.pop(name, None)
     command = [sys.executable, "-m", "pytest", "-p", "storetest.plugin", "-p", "no:cacheprovider", "-q",
                "test_db.py", "-k", CLAUSES, f"--basetemp={base}", f"--storetest-report={tmp / 'r.json'}"]
+    if runner == "check":  # its throwaway servers live in the temporary directory
+        base.mkdir()
+        env["TMPDIR"] = str(base)
+        command = [sys.executable, "-m", "storetest.cli", "check", "dbstore:factory", "-k", CLAUSES,
+                   "--report", str(tmp / "r.json")]
     process = subprocess.Popen(command, cwd=tmp, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                process_group=0, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -184,8 +190,9 @@ def test_ctrl_c_under_pytest_with_the_database_fixtures(backend: str, tmp_path: 
     assert _servers_under(base) == [], both
 
 
-def test_a_second_ctrl_c_under_pytest_still_stops_the_servers_it_started(tmp_path: Path) -> None:
-    done, base = _interrupted("redis", tmp_path, twice=True)
+@pytest.mark.parametrize("runner", ["pytest", "check"])
+def test_a_second_ctrl_c_still_stops_the_servers_it_started(runner: str, tmp_path: Path) -> None:
+    done, base = _interrupted("redis", tmp_path, twice=True, runner=runner)
     both = done.stdout + done.stderr
     assert done.returncode == 130, both
     assert "storetest: interrupted again: exiting now, without teardown" in done.stderr, both
