@@ -313,3 +313,14 @@ def test_help_lists_every_exit_status() -> None:
     text = " ".join(helped.stdout.split())
     for status in (cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, cli.EXIT_NO_CLAUSE, cli.EXIT_INTERRUPTED):
         assert f"{status} when" in text or f"{status} for" in text, (status, text)
+
+
+def test_the_first_command_shows_progress_only_for_clauses_that_run_and_says_what_next(tmp_path: Path) -> None:
+    """Issue 44: 46 of the 67 progress lines were ``n/c``, never explained, and nothing
+    said how to test one's own store."""
+    result = check("-k", "unknown_session or items_round_trip", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    progress = [line for line in result.stdout.splitlines() if line.startswith("  [")]
+    assert progress and not [line for line in progress if " n/c " in line], result.stdout
+    assert "to test your own: storetest check yourmodule:make_store" in result.stderr, result.stderr
+    assert "--report out.md" in result.stderr

@@ -4,6 +4,8 @@ the report, profiles and xdist. Each inner run is a real pytest session (pyteste
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -273,3 +275,22 @@ def test_a_fixture_that_fails_is_reported_in_its_run(pytester: pytest.Pytester) 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["my-run: 1 clauses: 0 passed, 0 failed, 1 error*",
                                  "*no database*"])
+
+
+def test_the_replay_line_works_from_any_directory(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Issue 44: the line named the test by its id, relative to the rootdir."""
+    import shlex
+    import subprocess
+    import sys
+
+    pytester.makepyfile(BROKEN)
+    result = pytester.runpytest("-k", "in_order_exactly_once")
+    result.assert_outcomes(failed=1)
+    (line,) = [ln.split("replay: ", 1)[1] for ln in result.stdout.lines if ln.startswith("replay: pytest ")]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
+    again = subprocess.run([sys.executable, "-m", *shlex.split(line), "-p", "no:cacheprovider"], cwd=elsewhere,
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "steers returned last-in-first-out" in again.stdout, again.stdout

@@ -65,6 +65,18 @@ class AsyncStore(MemoryStore):
         return []
 
 
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """SIGINT as a terminal's foreground process has it (``default_int_handler``), for a
+    test that presses Ctrl-C itself: not what the process inherited (a background job
+    of a script starts with SIGINT ignored, and so do its xdist workers); given back."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _judge(report: storetest.Report, since: list[float], ended: float, call: str) -> str:
     (result,) = report.results
     assert result.outcome == "failed", str(report)
@@ -458,7 +470,7 @@ class SignalsItselfPlain(PlainStore):
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
 @pytest.mark.parametrize("seconds", [0.5, 3600])
-def test_ctrl_c_in_a_plain_call_waits_for_it_then_tears_down_or_leaves_it(seconds: float) -> None:
+def test_ctrl_c_in_a_plain_call_waits_for_it_then_tears_down_or_leaves_it(seconds: float, ctrl_c: None) -> None:
     torn: list[str] = []
     store = SignalsItselfPlain()
     store.seconds = seconds
@@ -563,7 +575,7 @@ def test_a_store_that_raises_keyboard_interrupt_fails_as_itself() -> None:
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
-def test_ctrl_c_under_check_reports_the_clause_interrupted_and_tears_it_down() -> None:
+def test_ctrl_c_under_check_reports_the_clause_interrupted_and_tears_it_down(ctrl_c: None) -> None:
     torn: list[str] = []
 
     class SignalsItself(MemoryStore):
@@ -592,7 +604,7 @@ def test_ctrl_c_under_check_reports_the_clause_interrupted_and_tears_it_down() -
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
 @pytest.mark.parametrize("factory", [MemoryStore, Noting], ids=["async", "plain"])
-def test_ctrl_c_ends_the_idle_clauses_wait(factory: Any) -> None:
+def test_ctrl_c_ends_the_idle_clauses_wait(factory: Any, ctrl_c: None) -> None:
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))  # Ctrl-C while it waits
     began = time.monotonic()
     timer.start()

@@ -292,6 +292,8 @@ def _command(argv: list[str] | None) -> int:
             return
         if state.result is not None:
             r = state.result
+            if r.outcome == "not claimed":
+                return  # said once, in the table's "not claimed" line
             print(f"  [{state.index + 1}/{state.total}] {SHOWN[r.outcome]:5} {r.clause} ({r.seconds:.2f}s)",
                   flush=True)
         elif state.elapsed:
@@ -316,6 +318,11 @@ def _command(argv: list[str] | None) -> int:
     report = with_replica_advice(_with_replays(report, args), "pass --replica MODULE:FACTORY")
     report = with_reopen_advice(report, "pass --reopen MODULE:FACTORY")
     _print(report, args)
+    if args.target is None:
+        # The first command a reader runs: what to run next.
+        print("storetest check: that was the SQLite reference store; to test your own: storetest check "
+              "yourmodule:make_store (a function returning your store), --report out.md to write the report "
+              "to a file", file=sys.stderr)
     if not report.ran:
         print(f"storetest check: the store claims none of the {len(report.results)} clauses selected; "
               "ran nothing", file=sys.stderr)

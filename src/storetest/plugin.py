@@ -11,7 +11,11 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import shlex
+import signal
 import sys
+import threading
+import warnings
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -19,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from storetest._engine import forking, servers
+from storetest._engine import forking, servers, stops
 from storetest._engine.failures import Violation
 from storetest._engine.harness import CAPABILITIES, declared_capabilities, new_nonce
 from storetest._engine.profiles import PROFILES, check_call_timeout, check_idle, profile_named
@@ -178,7 +182,10 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
         if isinstance(collector, _ConformanceReport):
             collector.rows[request.node.nodeid] = _row(stop.report, result, request.node.nodeid, spec)
         raise KeyboardInterrupt(f"storetest: Ctrl-C while {clause} ran (its teardown has run)") from None
-    replay = (f"pytest '{request.node.nodeid}' --storetest-seed={seed} "
+    # The test file's absolute path: the line works from any directory, not only the rootdir.
+    node = request.node
+    where = f"{node.path}::{node.nodeid.split('::', 1)[1]}" if "::" in node.nodeid else str(node.path)
+    replay = (f"pytest {shlex.quote(where)} --storetest-seed={seed} "
               f"--storetest-nonce={nonce} --storetest-profile={report.profile}"
               + (f" --storetest-idle={config.option.storetest_idle:g}" if config.option.storetest_idle else ""))
     report = with_replica_advice(report, "pass replica=<factory> to run_conformance")
@@ -314,6 +321,13 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(_ConformanceReport(config), "storetest-report")
+    _CONFIGS.append(config)
+    # A second Ctrl-C exits at once: its lines go to the terminal, not to pytest's capture.
+    capturing = getattr(config.pluginmanager.get_plugin("capturemanager"), "_global_capturing", None)
+    saved = getattr(getattr(capturing, "err", None), "targetfd_save", None)
+    config.stash[_FD_KEY] = stops.messages_fd
+    if isinstance(saved, int):
+        stops.messages_fd = saved
 
 
 @pytest.hookimpl(trylast=True)
@@ -470,8 +484,14 @@ def _provide(backend: str, request: pytest.FixtureRequest, prefix: str | None = 
             pytest.fail(f"{backend} is required (STORETEST_REQUIRE) but unavailable: {exc}", pytrace=False)
         pytest.skip(f"no {backend} database: {exc}")
     yield url
-    # Run the provisioner's cleanup (drop the database, stop the container).
-    next(provision, None)
+    # Run the provisioner's cleanup (drop the database, stop the container). A server
+    # gone already (stopped by hand, killed) has nothing left to clean: a warning, not
+    # a traceback that hides the run's table.
+    try:
+        next(provision, None)
+    except Exception as exc:
+        warnings.warn(pytest.PytestWarning(f"storetest: could not clean up the throwaway {backend} database "
+                                           f"({type(exc).__name__}: {exc})"), stacklevel=1)
 
 
 @pytest.fixture(scope="session")
@@ -515,7 +535,42 @@ def storetest_redis_cluster_url(request: pytest.FixtureRequest, storetest_redis_
     yield from _provide("redis-cluster", request, storetest_redis_prefix)
 
 
+_SIGINT_KEY = pytest.StashKey[Any]()
+_FD_KEY = pytest.StashKey[int]()
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """After the first Ctrl-C pytest tears down (the fixtures, the throwaway servers); a
+    second one exits at once, as under ``storetest check``, stopping the servers this
+    process started first (or naming those it left, with their pids)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def again(signum: int, frame: object) -> None:
+        stops.exit_now("interrupted again: exiting now, without teardown")
+
+    previous = signal.signal(signal.SIGINT, again)
+    if _CONFIGS:
+        _CONFIGS[-1].stash.setdefault(_SIGINT_KEY, previous)
+
+
+#: The configs of the pytest sessions running in this process (pytester nests them).
+_CONFIGS: list[pytest.Config] = []
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _FD_KEY in config.stash:
+        stops.messages_fd = config.stash[_FD_KEY]
+    if _SIGINT_KEY in config.stash:
+        signal.signal(signal.SIGINT, config.stash[_SIGINT_KEY])
+    if config in _CONFIGS:
+        _CONFIGS.remove(config)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Last: after pytest's own runner has torn the session's fixtures down (after Ctrl-C
+    # it does so here), so their cleanup finds the servers still up.
     config = session.config
     if hasattr(config, "workerinput"):
         return  # the controller stops shared servers once every worker is done

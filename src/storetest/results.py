@@ -194,7 +194,7 @@ class Report:
 
 
 def _header(report: Report) -> str:
-    caps = ", ".join(report.capabilities) or "none found"
+    caps = ", ".join(report.capabilities) or ("unknown: no store was made" if report.stopped else "none found")
     line = f"{report.name}: {report.summary()} (claims: {caps}; seed {report.seed}, nonce {report.nonce})"
     partial = "; ".join(f"{cap} only in part (has {', '.join(ms)})" for cap, ms in report.partial.items())
     return f"{line}\n  note: {partial}" if partial else line
@@ -207,9 +207,11 @@ def render_text(report: Report, width: int = 100) -> str:
     if not report.results:
         return "\n".join(lines)
     shown = report.claimed()
-    name_width = max((len(r.clause) for r in shown), default=0)
-    for r in shown:
-        lines.append(f"  {SHOWN[r.outcome]:5} {r.clause:<{name_width}}  {r.seconds:6.2f}s")
+    # A set-up error is the run's, not the clause that happened to come first.
+    names = [_SETUP if r.setup else r.clause for r in shown]
+    name_width = max((len(n) for n in names), default=0)
+    for r, name in zip(shown, names, strict=True):
+        lines.append(f"  {SHOWN[r.outcome]:5} {name:<{name_width}}  {r.seconds:6.2f}s")
         if r.diagnosis:  # a passed clause says what it found (a crash clause its kills)
             lines += textwrap.wrap(r.diagnosis, max(40, width - 2), initial_indent="        ",
                                    subsequent_indent="        ")
@@ -218,10 +220,16 @@ def render_text(report: Report, width: int = 100) -> str:
                                    subsequent_indent="          ")
     if report.not_claimed_line():
         lines.append("  " + report.not_claimed_line())
-    if report.not_run:
+    if report.not_run and report.stopped:
+        lines.append(f"  not run ({len(report.not_run)}): the set-up fails before any clause")
+    elif report.not_run:
         lines += textwrap.wrap(f"not run ({len(report.not_run)}): {', '.join(report.not_run)}", max(40, width - 2),
                                initial_indent="  ", subsequent_indent="        ")
     return "\n".join(lines)
+
+
+#: The row of a set-up error (a factory, an opener or a binding gave no store).
+_SETUP = "set-up (no clause ran)"
 
 
 class Interrupted(KeyboardInterrupt):

@@ -25,6 +25,7 @@ from storetest._engine.failures import Violation, conformance_failures, describe
 from storetest._engine.harness import (
     CAPABILITIES,
     FactoryError,
+    SetupFailure,
     StoreShapeError,
     Target,
     code_roots,
@@ -267,7 +268,8 @@ def check(
                                      topic=c.topic, exists_for=c.exists_for)
             else:
                 state = Progress(c.name, position, len(order))
-                with _beating(progress, state, heartbeat, watch):
+                # Twice within the deadline at least: a call in flight is named before it ends the clause.
+                with _beating(progress, state, min(heartbeat, max(0.2, watch.timeout / 2)), watch):
                     result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state,
                                          reopen=reopen)
                 if found is not None:
@@ -491,6 +493,8 @@ def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseR
     except stops.StuckCall as stuck:
         # A call past its deadline once Ctrl-C came is the interruption's, not the store's.
         return _interrupted(t, done) if t.watch.interrupted else _stuck(c, t, stuck, done)
+    except SetupFailure as exc:  # the run is set up wrong (an opener gave no session): said once
+        return _setup_error(exc.error, t.factory or (lambda: None), done)
     except ChildDied as exc:  # before the store was opened: no verdict about it
         return _interrupted(t, done) if t.watch.interrupted else done("error", str(exc))
     except BaseException as exc:

@@ -50,6 +50,17 @@ class StoreShapeError(TypeError):
     """The factory gave something that is not a store (a misconfigured run)."""
 
 
+class SetupFailure(BaseException):
+    """A store call found the run set up wrong (:class:`StoreShapeError` from a binding:
+    an opener that returned ``None``): the run's error, said once, not a failure of each
+    clause. A BaseException, so no clause takes it for the store's refusal of bad input
+    and Hypothesis does not shrink on it."""
+
+    def __init__(self, error: StoreShapeError) -> None:
+        self.error = error
+        super().__init__(str(error))
+
+
 class FactoryError(Exception):
     """A factory (``label`` is ``factory`` or ``replica``) raised while making a store
     or tearing it down; the original error is the ``__cause__``."""
@@ -165,14 +176,21 @@ class Handle:
         self.after_first: list[bool] = []
         self.roots = code_roots(store)
         self.watch = stops.current()
+        #: A binding's names for its methods, as its protocol has them (a LangChain
+        #: history's ``messages`` for ``get_items``), for messages.
+        self.names: Mapping[str, str] = getattr(store, "storetest_names", None) or {}
+        #: Whether the binding's async methods hand each call to a thread (a plain
+        #: history): past the deadline that thread is abandoned, not cancelled.
+        self.threaded = bool(getattr(store, "storetest_threaded", False))
 
     async def call(self, name: str, *args: object) -> Any:
         method = getattr(self.raw, name)
         session = args[0] if args and isinstance(args[0], str) else ""
-        what = f"{name}({session!r}{', ...' if len(args) > 1 else ''}) on the {self.label}'s store"
+        shown = self.names.get(name, name)
+        what = f"{shown}({session!r}{', ...' if len(args) > 1 else ''}) on the {self.label}'s store"
         try:
             if self.is_async:
-                result = await self.watch.call(what, session, lambda: method(*args), thread=False)
+                result = await self.watch.call(what, session, lambda: method(*args), thread=self.threaded)
             elif not races.in_race() and (clause := stops.clause_here()) is not None:
                 # Alone on the loop, on the clause's own thread: called right here.
                 result = clause.call(what, session, lambda: method(*args))
@@ -189,16 +207,18 @@ class Handle:
 
                 result = await self.watch.call(what, session, lambda: asyncio.to_thread(run),
                                                thread=True)
+        except StoreShapeError as exc:  # a binding's opener gave no session: the set-up's error
+            raise SetupFailure(exc) from exc
         except (KeyboardInterrupt, SystemExit) as exc:
             # Raised by the store's own code (Ctrl-C never raises inside a run): its failure.
-            error = StoreExit(f"{name}() raised {type(exc).__name__}{f': {exc}' if str(exc) else ''} "
+            error = StoreExit(f"{shown}() raised {type(exc).__name__}{f': {exc}' if str(exc) else ''} "
                               "(a store method must not stop the program)")
             self._outcome(error)
-            self.errors.append((f"{name}() on the {self.label}'s store", error))
+            self.errors.append((f"{shown}() on the {self.label}'s store", error))
             raise error from exc
         except Exception as exc:
             self._outcome(exc)
-            self.errors.append((f"{name}() on the {self.label}'s store", exc))
+            self.errors.append((f"{shown}() on the {self.label}'s store", exc))
             raise
         self._outcome(None)
         return result
@@ -282,10 +302,13 @@ class Target:
 
     def supervised(self, work: Callable[[], T]) -> T:
         """``work()`` (a clause's code) on a thread of its own under :meth:`Watch.supervise`
-        when every handle is plain; on this thread when one is async, as a store may be
-        bound to the thread its factory made it on."""
+        when every handle is plain; on the event loop's thread when one is async, as a
+        store may be bound to the thread its factory made it on (the loop's too)."""
         if any(h.is_async for h in self.handles()):
-            return work()
+            home = stops.loop_thread_of(self.loop)
+            # On the loop's thread, this thread watching: a store that blocks the loop
+            # cannot block the watch on its deadline.
+            return home.call(work) if home is not None else work()
         return self.watch.supervise(work)
 
     def new_session(self, label: str = "s") -> str:
@@ -359,6 +382,7 @@ def open_target(
     nested = _OPENED.get()  # inside a clause's own target (the crash clauses reopen the data)
     token = _OPENED.set(True)
     loop = new_loop()
+    home = stops.LoopThread(watch, loop)
     outer_loop, watch.loop = watch.loop, loop
     if not nested:
         watch.abandoned = []
@@ -368,10 +392,10 @@ def open_target(
     closers: list[Any] = []
     errors: list[tuple[str, BaseException]] = []
     try:
-        store = watch.run(loop, _open("factory", factory, fixtures, closers))
+        store = _opened(watch, loop, "factory", factory, fixtures, closers)
         second = None
         if replica is not None:
-            opened = watch.run(loop, _open("replica factory", replica, {**fixtures, "primary": store}, closers))
+            opened = _opened(watch, loop, "replica factory", replica, {**fixtures, "primary": store}, closers)
             second = Handle(opened, "replica factory", errors)
         target = Target(clause, Handle(store, "factory", errors), second, loop, profile, seed, nonce, tag, errors,
                         factory=factory, fixtures=fixtures)
@@ -387,13 +411,14 @@ def open_target(
     else:
         _teardown(loop, closers, watch, abandoned)
     finally:
-        if abandoned or stops.left_behind():
+        if abandoned or stops.left_behind() or home.clause.left:
             # A thread is still in the store: leave the loop and the factories as they are.
             watch.kept += [loop, closers]
         else:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
+            home.call(lambda: loop.run_until_complete(loop.shutdown_asyncgens()))
+            home.call(lambda: loop.run_until_complete(loop.shutdown_default_executor()))
             loop.close()
+        home.stop()
         if not nested:
             watch.loop = None
         elif watch.loop is loop:  # not a left clause's, unwinding while a later one runs
@@ -410,7 +435,16 @@ def _teardown(loop: asyncio.AbstractEventLoop, closers: list[Any], watch: stops.
     if not abandoned and isinstance(pool, stops.DaemonPool) and not pool.wait_idle(watch.timeout):
         abandoned.append("a plain call still running when the clause ended")
     if not abandoned:
-        _close_all(loop, closers)
+        _close_all(loop, closers, abandoned)
+
+
+def _opened(watch: stops.Watch, loop: asyncio.AbstractEventLoop, label: str, fn: Callable[..., Any],
+            available: Mapping[str, Any], closers: list[Any]) -> Any:
+    """The store ``fn`` makes, on the loop's thread."""
+    try:
+        return watch.run(loop, _open(label, fn, available, closers))
+    except stops.StuckCall as stuck:  # the loop's thread, left behind by the thread watching it
+        raise FactoryError(label, "making the store", stuck) from stuck
 
 
 async def _open(label: str, fn: Callable[..., Any], available: Mapping[str, Any], closers: list[Any]) -> Any:
@@ -443,11 +477,14 @@ async def enter_factory(label: str, fn: Callable[..., Any], available: Mapping[s
     return result
 
 
-def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any]) -> None:
-    """Tear down every factory, newest first; one failing does not skip the rest."""
+def _close_all(loop: asyncio.AbstractEventLoop, closers: list[Any], abandoned: list[str] | None = None) -> None:
+    """Tear down every factory, newest first; one failing does not skip the rest (one
+    whose thread was left behind does)."""
     watch = stops.current()
     errors = []
     for label, closer in reversed(closers):
+        if abandoned:
+            break
         try:
             watch.run(loop, _close(closer, f"the {label}"), interruptible=False)
         except (Exception, SystemExit, KeyboardInterrupt, stops.StuckCall) as exc:

@@ -9,15 +9,24 @@ still in the call (a daemon, so the process can still exit), and the clause's te
 skipped, since the store may still be in use; should the call ever return, the thread
 raises :class:`Left` and unwinds without another call. A racing call (and any plain
 call of a clause with an async handle) runs on a pool thread, abandoned the same way.
-A plain factory runs on the caller's thread; past the deadline an exception is raised
-inside it (a timer signal, in the main thread); one a clause opens on its own thread
-is left behind as a call is.
+
+A clause's event loop runs on a thread of its own (:class:`LoopThread`), with its
+factory, its teardown, and the clause itself when a handle is async; the caller's thread
+watches it. An async call is cancelled past the deadline by the loop; but an ``async
+def`` that makes a synchronous call (``time.sleep``, a blocking driver) stops the loop,
+and every deadline kept on it: the watching thread sees the loop stop turning, and past
+the deadline reports the store method that blocked it and leaves the loop's thread
+behind, as a stuck plain call's. A plain factory's code, on that thread, is left behind
+past the deadline the same way (after Ctrl-C, at once). Outside a clause's target, on
+the main thread, a plain factory past the deadline is stopped by an exception raised
+inside it (a timer signal).
 
 Ctrl-C under :func:`storetest.check` sets a flag instead of raising KeyboardInterrupt
 wherever the main thread happens to be (raised inside the event loop, it left the loop
 half stopped, and the clause in flight was reported as an error of the store: "Event
 loop stopped before Future completed"). The call in flight is cancelled at a safe
-point, the clause is reported *interrupted*, its teardown runs, and ``check`` raises
+point (a loop blocked by the store's code is left behind within a second), the clause
+is reported *interrupted*, its teardown runs, and ``check`` raises
 :class:`storetest.results.Interrupted` with the report so far. A second Ctrl-C exits at
 once (status 130), without teardown.
 """
@@ -31,13 +40,14 @@ import itertools
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any, Final, TypeVar
 
-from storetest._engine import profiles
+from storetest._engine import profiles, servers
 
 T = TypeVar("T")
 
@@ -60,17 +70,25 @@ class StuckCall(BaseException):
     take it for the store's error and go on calling, and Hypothesis must not shrink on it.
     """
 
-    def __init__(self, what: str, session: str, seconds: float, fate: str) -> None:
+    def __init__(self, what: str, session: str, seconds: float, fate: str, method: str = "") -> None:
         self.what = what
         self.session = session
         self.seconds = seconds
-        #: ``cancelled`` (an async call), ``abandoned`` (a plain call's thread) or
-        #: ``stopped`` (an exception raised inside a plain factory).
+        #: ``cancelled`` (an async call), ``abandoned`` (a plain call's thread),
+        #: ``stopped`` (an exception raised inside a plain factory) or ``blocked`` (an
+        #: async call that blocked the event loop: its thread was abandoned).
         self.fate = fate
+        #: For ``blocked``: the method (``save``) whose synchronous code held the loop.
+        self.method = method
         super().__init__(self.text())
 
     def text(self, stage: str = "") -> str:
         """What happened; ``stage`` (``while making the store``) goes after the seconds."""
+        if self.fate == "blocked":
+            return (f"`{self.method}` blocked the event loop for {self.seconds:g} s{stage}: a synchronous call "
+                    f"inside `async def` ({self.what}; the call deadline: {HOW_TO_SET}); the loop's thread "
+                    "cannot be stopped, so it was abandoned, still running, and the clause's teardown was "
+                    "skipped (the store may still be in use)")
         fates = {
             "cancelled": "it was cancelled",
             "abandoned": "its thread cannot be stopped, so it was abandoned, still running, and the "
@@ -93,12 +111,16 @@ class Left(BaseException):
 #: Seconds between the supervisor's looks at the clause's call in flight and at Ctrl-C.
 _POLL: Final = 0.1
 
+#: Seconds an event loop may go without turning once Ctrl-C came (cancelling its call
+#: needs a turn) before the code it runs is taken to block it, and its thread left.
+_BLOCKED_AFTER_CTRL_C: Final = 1.0
+
 
 class Clause:
     """One clause running on its own thread under :meth:`Watch.supervise`: the plain
     call it is in, and whether the run has left it behind."""
 
-    __slots__ = ("ident", "in_call", "left", "watch")
+    __slots__ = ("ident", "in_call", "left", "making", "watch")
 
     def __init__(self, watch: Watch) -> None:
         self.watch = watch
@@ -106,6 +128,8 @@ class Clause:
         self.left = False
         #: The call in flight on the clause's thread: what, session, when it began, flight key.
         self.in_call: tuple[str, str, float, int] | None = None
+        #: Whether that call is a factory making a store (Ctrl-C leaves it at once).
+        self.making = False
 
     def call(self, what: str, session: str, fn: Callable[[], T], *, store: bool = True,
              interruptible: bool = True) -> T:
@@ -121,6 +145,7 @@ class Clause:
         key = next(watch._ids)
         began = time.monotonic()
         watch._flying[key] = (what, began)
+        self.making = not store and interruptible
         self.in_call = (what, session, began, key)
         # The store sees no event loop running, as on a thread of its own: a plain store
         # over an async driver may call asyncio.run() inside.
@@ -285,19 +310,24 @@ class Watch:
                 raise StuckCall(what, "", self.timeout, "cancelled") from None
 
     def run(self, loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, T], *, interruptible: bool = True) -> T:
-        """``loop.run_until_complete(work)``; Ctrl-C cancels it (when ``interruptible``)
-        and raises :class:`Interrupt` here."""
+        """``loop.run_until_complete(work)``, on the loop's own thread when it has one
+        (:class:`LoopThread`: this thread then watches it); Ctrl-C cancels it (when
+        ``interruptible``) and raises :class:`Interrupt` here."""
         if left_behind():
             work.close()
             raise Left
         if interruptible and self.interrupted:
             work.close()
             raise Interrupt
+        home = loop_thread_of(loop)
+        if home is not None and not home.here():
+            return home.call(lambda: self.run(loop, work, interruptible=interruptible))
         task = loop.create_task(work)
         outer = self.current
         mine = self.current = task if interruptible else None
         try:
-            return loop.run_until_complete(task)
+            with home.turning() if home is not None else nullcontext():
+                return loop.run_until_complete(task)
         except asyncio.CancelledError:
             if self.interrupted:
                 raise Interrupt from None
@@ -349,25 +379,35 @@ class Watch:
             raise value
         return value  # type: ignore[no-any-return]
 
-    def _watch(self, ended: threading.Event, clause: Clause) -> None:
+    def _watch(self, ended: threading.Event, clause: Clause, home: LoopThread | None = None) -> None:
         """Wait for the clause's thread to end; past a call's deadline, or the deadline
-        after Ctrl-C, leave it and raise :class:`StuckCall` or :class:`Interrupt`."""
+        after Ctrl-C, leave it and raise :class:`StuckCall` or :class:`Interrupt`. On an
+        event loop's own thread (``home``), a loop that has not turned for the deadline
+        (or, after Ctrl-C, for :data:`_BLOCKED_AFTER_CTRL_C`) is blocked by the code it
+        runs: left too."""
         interrupted_at: float | None = None
         while not ended.wait(_POLL):
             now = time.monotonic()
             if self.interrupted and interrupted_at is None:
                 interrupted_at = now
             call = clause.in_call
-            if call is not None and now - call[2] >= self.timeout:
-                what, session = call[0], call[1]
+            still = home.still() if home is not None and call is None else 0.0
+            if call is not None and (now - call[2] >= self.timeout or (
+                    clause.making and interrupted_at is not None
+                    and now - interrupted_at >= min(_BLOCKED_AFTER_CTRL_C, self.timeout))):
+                # A factory's plain code cannot be cancelled: after Ctrl-C it is left at once.
+                stuck = StuckCall(call[0], call[1], self.timeout, "abandoned")
+            elif home is not None and (still >= self.timeout or (
+                    interrupted_at is not None and still >= min(_BLOCKED_AFTER_CTRL_C, self.timeout))):
+                stuck = home.blocked(self.timeout)
             elif interrupted_at is not None and now - interrupted_at >= self.timeout:
-                what, session = "the clause, still running after Ctrl-C", ""
+                stuck = StuckCall("the clause, still running after Ctrl-C", "", self.timeout, "abandoned")
             else:
                 continue
-            clause.leave(what)
+            clause.leave(stuck.what)
             if self.interrupted:
                 raise Interrupt
-            raise StuckCall(what, session, self.timeout, "abandoned")
+            raise stuck
 
     # -- Ctrl-C -----------------------------------------------------------------------
 
@@ -385,8 +425,7 @@ class Watch:
 
     def _on_interrupt(self, signum: int, frame: object) -> None:
         if self.interrupted:
-            os.write(2, b"\nstoretest: interrupted again: exiting now, without teardown\n")
-            os._exit(INTERRUPTED_STATUS)
+            exit_now("interrupted again: exiting now, without teardown")
         self.interrupted = True
         self.at_interrupt = self.flying()
         os.write(2, b"\nstoretest: interrupted: stopping the clause in flight and running its teardown "
@@ -403,6 +442,134 @@ class Watch:
     def _cancel(self) -> None:
         if self.current is not None and not self.current.done():
             self.current.cancel()
+
+
+class LoopThread:
+    """The thread an event loop runs on, and whatever runs it: a clause's factory, its
+    clause when a handle is async, its teardown (one thread, as a store may be bound
+    to the thread that made it: a sqlite3 connection). The thread that hands it work
+    (:meth:`call`) watches it, as :meth:`Watch.supervise` watches a clause's thread: an
+    ``async def`` that makes a synchronous call (``time.sleep``, a blocking driver)
+    stops the loop, and with it every deadline kept on the loop; seen from here, the
+    loop has stopped turning, and the thread is left behind as a stuck plain call's is."""
+
+    def __init__(self, watch: Watch, loop: asyncio.AbstractEventLoop) -> None:
+        self.watch = watch
+        self.loop = loop
+        self.clause = Clause(watch)
+        #: Whether the loop is running, and when it last turned (while it runs).
+        self.running = False
+        self.turned = 0.0
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, name="storetest-loop", daemon=True)
+        self.thread.start()
+        self.clause.ident = self.thread.ident
+        loop._storetest_thread = self  # type: ignore[attr-defined]
+
+    def here(self) -> bool:
+        return threading.get_ident() == self.thread.ident
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """``fn()`` on the loop's thread, this thread watching it (see :meth:`Watch._watch`)."""
+        if self.here():
+            return fn()
+        if self.clause.left:
+            raise Left
+        outcome: list[tuple[bool, Any]] = []
+        ended = threading.Event()
+        context = contextvars.copy_context()
+
+        def job() -> None:
+            try:
+                outcome.append((True, context.run(self._as_clause, fn)))
+            except BaseException as exc:  # raised again on the watching thread
+                outcome.append((False, exc))
+            finally:
+                ended.set()
+
+        self._jobs.put(job)
+        try:
+            self.watch._watch(ended, self.clause, self)
+        except BaseException:
+            if not ended.is_set() and not self.clause.left:
+                self.clause.leave("the clause, still running when its run was stopped")
+            raise
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def _as_clause(self, fn: Callable[[], T]) -> T:
+        _CLAUSE.set(self.clause)
+        return fn()
+
+    @contextmanager
+    def turning(self) -> Iterator[None]:
+        """While the loop runs (on its thread), note every turn it takes (:data:`_POLL`)."""
+        loop = self.loop
+        handle: list[asyncio.TimerHandle] = []
+
+        def tick() -> None:
+            self.turned = time.monotonic()
+            handle[:] = [loop.call_later(_POLL, tick)]
+
+        self.turned = time.monotonic()
+        handle.append(loop.call_later(_POLL, tick))
+        self.running = True
+        try:
+            yield
+        finally:
+            self.running = False
+            handle[0].cancel()
+
+    def still(self) -> float:
+        """Seconds the running loop has not turned (0 when it is not running)."""
+        return time.monotonic() - self.turned if self.running else 0.0
+
+    def blocked(self, seconds: float) -> StuckCall:
+        """What blocks the loop, read from its thread's stack: the store method (or the
+        factory) an awaited call of the harness is in."""
+        frame = sys._current_frames().get(self.thread.ident or 0)
+        innermost = frame
+        while frame is not None:
+            back = frame.f_back
+            if back is not None and back.f_code in _AWAITING:
+                what = back.f_locals.get("what", "the event loop's code")
+                return StuckCall(what, back.f_locals.get("session", ""), seconds, "blocked", frame.f_code.co_name)
+            frame = back
+        name = innermost.f_code.co_name if innermost is not None else "the loop's code"
+        return StuckCall("the event loop's code", "", seconds, "blocked", name)
+
+    def stop(self) -> None:
+        """End the thread once its job (if any) is done."""
+        self._jobs.put(None)
+
+
+#: The harness's frames that await the store's (or a factory's) code.
+_AWAITING: Final = frozenset({Watch.call.__code__, Watch.step.__code__})
+
+
+def loop_thread_of(loop: asyncio.AbstractEventLoop) -> LoopThread | None:
+    """The :class:`LoopThread` ``loop`` runs on, if it has one."""
+    return getattr(loop, "_storetest_thread", None)
+
+
+#: Where :func:`exit_now` writes: the process's stderr, or what was its stderr before a
+#: test runner captured it (the pytest plugin sets this: a capture file is lost on exit).
+messages_fd = 2
+
+
+def exit_now(why: str) -> None:
+    """Exit at once (status 130), without teardown, but stop the throwaway servers this
+    process started (their own process groups: the terminal's Ctrl-C never reached them),
+    saying which, with their pids."""
+    lines = [why, *servers.stop_started_now()]
+    os.write(messages_fd, ("\n" + "".join(f"storetest: {line}\n" for line in lines)).encode())
+    os._exit(INTERRUPTED_STATUS)
 
 
 _CURRENT: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("storetest_watch", default=None)

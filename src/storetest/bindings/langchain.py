@@ -23,6 +23,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Final
 
+from storetest._engine.harness import StoreShapeError
 from storetest.bindings._langchain_messages import chat_protocol, langchain, to_item, to_message
 from storetest.bindings.openai_agents import ItemHistory, ItemSessions
 from storetest.items import Item
@@ -58,6 +59,12 @@ class ChatHistory(ItemHistory):
         self.asynchronous = asynchronous
         self.storetest_protocol = chat_protocol()
         self.storetest_id_limit = id_limit
+        #: The history's own method names, for messages (the clauses call the item protocol's).
+        self.storetest_names = ({"get_items": "aget_messages", "add_items": "aadd_messages", "clear_session": "aclear"}
+                                if asynchronous else
+                                {"get_items": "messages", "add_items": "add_messages", "clear_session": "clear"})
+        #: A plain history's calls run on threads: past the deadline one is abandoned, not cancelled.
+        self.storetest_threaded = not asynchronous
         #: The messages last passed to add_messages and last returned, per session (for
         #: the aliasing clause: a caller holds those, not the items).
         self.passed: dict[str, list[Any]] = {}
@@ -66,7 +73,7 @@ class ChatHistory(ItemHistory):
     def session(self, session_id: str) -> Any:
         """The history for ``session_id`` on this handle, opened on first use.
 
-        :raises TypeError: the opener returned something that is not a chat history.
+        :raises StoreShapeError: (a TypeError) the opener returned something that is not a chat history.
         """
         if session_id in self._sessions:
             return self._sessions[session_id]
@@ -74,7 +81,7 @@ class ChatHistory(ItemHistory):
         methods = ASYNC_METHODS if self.asynchronous else SYNC_METHODS
         missing = [m for m in methods if not callable(getattr(opened, m, None))]
         if missing or not _has_messages(opened):
-            raise TypeError(f"the {self._label}'s opener returned {opened!r} for session {session_id!r}, which "
+            raise StoreShapeError(f"the {self._label}'s opener returned {opened!r} for session {session_id!r}, which "
                             f"has no {', '.join(missing or ['messages'])}: a LangChain chat history has "
                             f"messages, {', '.join(methods)} (BaseChatMessageHistory)")
         self._sessions[session_id] = opened

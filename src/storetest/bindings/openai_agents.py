@@ -22,7 +22,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, TypeVar
 
-from storetest._engine.harness import close_factory, enter_factory
+from storetest._engine.harness import StoreShapeError, close_factory, enter_factory
 from storetest.bindings._support import close_resource, look_like, run_all
 from storetest.items import ITEM_METHODS, Item, ItemSession
 
@@ -52,14 +52,14 @@ class ItemHistory:
     def session(self, session_id: str) -> ItemSession:
         """The session object for ``session_id`` on this handle, opened on first use.
 
-        :raises TypeError: the opener returned something without the four methods.
+        :raises StoreShapeError: (a TypeError) the opener returned something without the four methods.
         """
         if session_id in self._sessions:
             return self._sessions[session_id]  # type: ignore[no-any-return]
         opened = self._opener(session_id)
         missing = [m for m in ITEM_METHODS if not callable(getattr(opened, m, None))]
         if missing:
-            raise TypeError(
+            raise StoreShapeError(
                 f"the {self._label}'s opener returned {opened!r} for session {session_id!r}, which has "
                 f"no {', '.join(missing)}: an item session has {', '.join(ITEM_METHODS)}"
             )

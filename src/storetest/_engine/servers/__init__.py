@@ -42,6 +42,7 @@ __all__ = [
     "required_backends",
     "shared_local_server",
     "stop_local_servers",
+    "stop_started_now",
     "url_from_env",
     "wait_until",
 ]
@@ -159,6 +160,29 @@ class LocalServer:
     more_pids: tuple[int, ...] = ()
 
 
+#: The servers this process started, by pid, until it stops them: what a second Ctrl-C,
+#: which exits without teardown, still stops (:func:`stop_started_now`).
+_STARTED: dict[int, LocalServer] = {}
+
+
+def stop_started_now() -> list[str]:
+    """Send every server this process started its stop signal, without waiting; one line
+    per server: stopped, or left running (with its pid and why)."""
+    lines = []
+    for pid, server in list(_STARTED.items()):
+        for each in (pid, *server.more_pids):
+            try:
+                os.kill(each, server.stop_signal)
+                lines.append(f"stopped the throwaway {server.backend} server (pid {each})")
+            except ProcessLookupError:
+                pass
+            except OSError as exc:
+                lines.append(f"left the throwaway {server.backend} server running (pid {each}, "
+                             f"{server.directory}): {exc}")
+        _STARTED.pop(pid, None)
+    return lines
+
+
 def _registry(shared_dir: Path) -> Path:
     return shared_dir / "storetest-local-servers.json"
 
@@ -195,6 +219,7 @@ def shared_local_server(
                 _stop_process(pid, server.stop_signal)
             shutil.rmtree(server.directory, ignore_errors=True)
         server = start(run.shared_dir / f"{backend}-server")
+        _STARTED[server.pid] = server
         servers[backend] = server.__dict__.copy()
         return server
 
@@ -216,6 +241,7 @@ def stop_local_servers(shared_dir: Path) -> list[str]:
                 except Exception as exc:
                     problems.append(f"could not stop the local {backend} server (pid {pid}): {exc}")
             shutil.rmtree(server.directory, ignore_errors=True)
+            _STARTED.pop(server.pid, None)
             del servers[backend]
     return problems
 
