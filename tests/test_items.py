@@ -196,7 +196,9 @@ def test_a_refusal_that_breaks_the_handle_is_a_failure() -> None:
     assert "left the handle unusable" in result.diagnosis, result.diagnosis
 
 
-def test_a_lambda_factory_skips_the_process_clause_saying_why() -> None:
+def test_a_lambda_factory_skips_the_process_clause_saying_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When children are spawned (forked ones inherit a lambda: tests/test_forked_children.py)."""
+    monkeypatch.setenv("STORETEST_CHILDREN", "spawn")
     report = check(item_sessions(lambda tmp_path: None), clauses=["adds_from_processes_land_whole"], seed=1)
     (result,) = report.results
     assert result.outcome == "skipped"

@@ -635,6 +635,7 @@ def test_a_deadline_reached_after_ctrl_c_is_the_interruptions_not_the_stores() -
 
 
 def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path) -> None:
+    """When children are spawned, each re-runs the script (forked ones do not)."""
     import subprocess
 
     (tmp_path / "script.py").write_text(textwrap.dedent("""
@@ -645,7 +646,7 @@ def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path) -> Non
     """))
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(root)})
+                          env={**os.environ, "PYTHONPATH": str(root), "STORETEST_CHILDREN": "spawn"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("error ") and 'if __name__ == "__main__":' in done.stdout, done.stdout
     assert "bootstrapping" not in done.stdout + done.stderr

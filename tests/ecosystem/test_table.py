@@ -29,7 +29,7 @@ def _script() -> Any:
 
 
 def _failing_binding() -> Any:
-    (broken,) = [b for b in BROKEN if b.clause == CLAUSE]
+    (broken,) = [b for b in BROKEN if b.name == "items-limit-returns-oldest"]
     return broken.factory
 
 
