@@ -149,10 +149,14 @@ All three go through `storetest.check`, so they call factories the same way.
   still exit) and the clause's teardown skipped, and the report says both. For a plain
   store that thread is the clause's own, which makes its calls: should the call return,
   the abandoned clause calls the store no more. A factory past it is the
-  factory's `error` (a plain factory is stopped by an exception raised inside it, on the
-  main thread when no other timer, such as pytest-timeout's, is set; for a plain store,
-  one a clause opens itself, a fresh handle or a reopen of the data, is abandoned as a
-  plain call is). The child processes of the crash and process clauses keep the same
+  factory's `error` (a factory runs on the thread of the clause's event loop, which the
+  caller's thread watches: a plain factory's code past the deadline is abandoned there
+  as a plain call is, and so is one a clause opens itself, a fresh handle or a reopen of
+  the data). An `async def` store method that makes a synchronous call (`time.sleep`, a
+  blocking driver) stops the event loop and the deadlines kept on it: the watching
+  thread sees the loop stop turning and reports "`save` blocked the event loop for 5 s:
+  a synchronous call inside `async def`", the loop's thread abandoned as a plain call's
+  (`tests/test_blocked_loop.py`). The child processes of the crash and process clauses keep the same
   deadline on their calls. The heartbeat
   names the calls in flight and for how long.
 - **Ctrl-C.** Under `check()`, `storetest check` and pytest, the clause in flight is
@@ -160,7 +164,11 @@ All three go through `storetest.check`, so they call factories the same way.
   its teardown runs; `check()` raises `storetest.Interrupted` (a `KeyboardInterrupt`)
   whose `report` holds the verdicts so far, with "interrupted after N of M clauses", and
   the command and the plugin print that table and write every report asked for, then
-  exit 130. A second Ctrl-C exits at once, without teardown.
+  exit 130. Under pytest the throwaway-database fixtures are torn down first, then
+  their servers stopped (`tests/test_ctrl_c_databases.py`: Redis, PostgreSQL, MariaDB).
+  A second Ctrl-C exits at once, without teardown, but still stops the throwaway
+  servers this process started, naming each with its pid ("storetest: stopped the
+  throwaway redis server (pid N)"), or names one it could not stop.
 - **Replicas.** With `replica=other_factory`, each clause that runs calls the factory,
   then the replica factory, which may take a parameter named `primary` to receive the
   first store. The replica must be a second handle on the *same data* (another pool,
