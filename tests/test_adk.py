@@ -18,6 +18,7 @@ from storetest.bindings.adk import adk, event
 from storetest.clauses import CLAUSES
 from storetest.clauses.adk import stored_form
 from tests.adk_services import MemorySessionService
+from tests.pages import run_conformance_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -187,16 +188,9 @@ def test_the_docs_lines_drive_adks_own_services(request: pytest.FixtureRequest) 
         assert [r.outcome for r in report.results] == ["passed", "passed"], str(report)
 
 
-def _docs_lines(page: str) -> list[str]:
-    """The bindings a docs page's code block passes to ``run_conformance``, whitespace folded."""
-    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text(encoding="utf-8")
-    code = "".join(block.split("```", 1)[0] for block in text.split("```python")[1:])
-    return [" ".join(call.rsplit(")", 1)[0].split()) for call in code.split("run_conformance(")[1:]]
-
-
 def test_the_lines_are_the_pages() -> None:
     source = " ".join(Path(__file__).read_text(encoding="utf-8").split())
-    lines = _docs_lines("adk.md")
+    lines = run_conformance_lines("adk.md")
     assert len(lines) == 2
     for line in lines:
         assert line in source, line

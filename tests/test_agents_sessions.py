@@ -18,6 +18,7 @@ from agents.extensions.memory import RedisSession, SQLAlchemySession
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from storetest import check, item_sessions, owned
+from tests.pages import run_conformance_lines
 
 # docs/openai-agents.md's three lines, as they are there (test_the_lines_are_the_pages checks it).
 SQLITE = item_sessions(lambda tmp_path: partial(SQLiteSession, db_path=tmp_path / "sessions.db"))
@@ -42,16 +43,9 @@ def test_the_docs_line_drives_the_sdk_store(binding: Any, request: pytest.Fixtur
     assert "not claimed" not in outcomes.values(), str(report)
 
 
-def _docs_lines(page: str) -> list[str]:
-    """The bindings a docs page's code block passes to ``run_conformance``, whitespace folded."""
-    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text(encoding="utf-8")
-    code = "".join(block.split("```", 1)[0] for block in text.split("```python")[1:])
-    return [" ".join(call.rsplit(")", 1)[0].split()) for call in code.split("run_conformance(")[1:]]
-
-
 def test_the_lines_are_the_pages() -> None:
     source = " ".join(Path(__file__).read_text(encoding="utf-8").split())
-    lines = _docs_lines("openai-agents.md")
+    lines = run_conformance_lines("openai-agents.md")
     assert len(lines) == 3
     for line in lines:
         assert line in source, line

@@ -22,6 +22,7 @@ from storetest.bindings._langchain_messages import chat_protocol, to_item, to_me
 from storetest.bindings.langchain import NO_SESSION_IDS
 from storetest.items import same_value
 from tests.broken_stores.chat_variants import MemoryChatHistory, SharedList, memory_chat
+from tests.pages import run_conformance_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -157,14 +158,7 @@ def test_without_langchain_the_error_names_the_extra(monkeypatch: pytest.MonkeyP
         chat_histories(memory_chat)
 
 
-def _docs_lines(page: str) -> list[str]:
-    """The bindings a docs page's code block passes to ``run_conformance``, whitespace folded."""
-    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text(encoding="utf-8")
-    code = "".join(block.split("```", 1)[0] for block in text.split("```python")[1:])
-    return [" ".join(call.rsplit(")", 1)[0].split()) for call in code.split("run_conformance(")[1:]]
-
-
 def test_the_line_is_the_pages() -> None:
     source = " ".join(Path(__file__).read_text(encoding="utf-8").split())
-    (line,) = _docs_lines("langchain.md")
+    (line,) = run_conformance_lines("langchain.md")
     assert line in source, line
