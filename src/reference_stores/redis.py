@@ -106,11 +106,13 @@ failover): no test here shows what they keep.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import warnings
-from collections.abc import Sequence
-from typing import Any, Final, NoReturn
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, NoReturn, TypeVar
 
 import redis.asyncio
 import redis.exceptions
@@ -328,6 +330,136 @@ _LOST: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
 _BACKEND_ERRORS: Final = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError, TimeoutError)
 
 
+_T = TypeVar("_T")
+
+
+class _Unsent(redis.exceptions.ConnectionError):
+    """A command the store never sent: the call's bound ran out, or the cluster's layout
+    could not be learnt, before it was written."""
+
+
+class _Spent(redis.exceptions.TimeoutError):
+    """The call's bound ran out while a command was in flight (it may have run)."""
+
+
+class _DriverFault(redis.exceptions.ConnectionError):
+    """An error raised from inside redis-py that is not one of its own (e.g. its
+    cluster client writing on a connection another task had just closed)."""
+
+
+class _Calls:
+    """What bounds a store's calls on one client: one deadline per call,
+    2 x (``socket_connect_timeout`` + ``socket_timeout``) from its start, carried
+    through every command, script load and acknowledgement of the call and, on a
+    cluster client, through learning the cluster's layout (see the module docstring,
+    "Bounded calls")."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.cluster = isinstance(client, redis.asyncio.RedisCluster)
+        settings = client.get_connection_kwargs() if self.cluster else client.connection_pool.connection_kwargs
+        connect, reply = settings.get("socket_connect_timeout"), settings.get("socket_timeout")
+        #: The bound of one call (seconds), or None when a timeout is None (no bound).
+        self.bound: float | None = None if connect is None or reply is None else 2 * (connect + reply)
+
+    def deadline(self) -> float | None:
+        """When a call starting now must end (the event loop's clock), or None."""
+        return None if self.bound is None else asyncio.get_running_loop().time() + self.bound
+
+    async def run(self, deadline: float | None, command: Callable[[], Awaitable[_T]]) -> _T:
+        """Await ``command()`` (one command, script or transaction) within ``deadline``; on
+        a cluster client whose layout redis-py has marked stale (after any lost
+        connection), first learn it again, bounded and shared (:func:`_learn_layout`),
+        so that redis-py never re-reads it inside a command (from every node in turn,
+        each for the full socket timeout, closing every connection if that fails)."""
+        if self.cluster and self.client._initialize:
+            await _learn_layout(self.client, deadline, self.bound)
+        timeout = None
+        try:
+            if deadline is None:
+                return await command()
+            if deadline <= asyncio.get_running_loop().time():
+                raise _Unsent(f"the call's bound of {self.bound:g} s ran out before this command was sent")
+            async with asyncio.timeout_at(deadline) as timeout:
+                return await command()
+        except TimeoutError as exc:  # the built-in one: asyncio's, not redis-py's
+            if timeout is not None and timeout.expired():
+                raise _Spent(f"the call's bound of {self.bound:g} s ran out") from exc
+            raise
+        except (redis.exceptions.RedisError, OSError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            if not _raised_in_driver(exc):
+                raise
+            raise _DriverFault(f"redis-py failed inside ({type(exc).__name__}: {exc})") from exc
+
+    async def script(self, deadline: float | None, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run a registered script: ``EVALSHA``, and if the server does not have it yet,
+        ``SCRIPT LOAD`` then ``EVALSHA`` again, each through :meth:`run` (so that each
+        command, not only the first, finds the cluster's layout learnt)."""
+        client, sha = self.client, script.sha
+        try:
+            return await self.run(deadline, lambda: client.evalsha(sha, len(keys), *keys, *args))
+        except redis.exceptions.NoScriptError:
+            sha = script.sha = await self.run(deadline, lambda: client.script_load(script.script))
+            return await self.run(deadline, lambda: client.evalsha(sha, len(keys), *keys, *args))
+
+
+#: Per cluster client, its layout being learnt: one discovery shared by every call of
+#: every store on that client.
+_DISCOVERIES: weakref.WeakKeyDictionary[Any, asyncio.Task[None]] = weakref.WeakKeyDictionary()
+
+
+async def _learn_layout(client: Any, deadline: float | None, bound: float | None) -> None:
+    """Wait, at most until ``deadline``, for the cluster client's layout to be learnt
+    (CLUSTER SLOTS), joining the discovery in flight or starting one. A discovery asks
+    the nodes in redis-py's order (a node that just failed last), each only for what is
+    left of the discovery's own bound (``bound``, the call's), and it goes on for later
+    callers when this one's deadline comes first. Raises :class:`_Unsent`: the command
+    that needed it was not sent."""
+    loop = asyncio.get_running_loop()
+    task = _DISCOVERIES.get(client)
+    if task is None or task.done() or task.get_loop() is not loop:
+        task = loop.create_task(_discover(client, bound))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        _DISCOVERIES[client] = task
+    try:
+        if deadline is None:
+            await asyncio.shield(task)
+        else:
+            async with asyncio.timeout_at(deadline):
+                await asyncio.shield(task)
+    except TimeoutError as exc:
+        raise _Unsent(f"the cluster's layout could not be learnt within the call's bound of {bound:g} s "
+                      "(no node answered CLUSTER SLOTS in time)") from exc
+    except (redis.exceptions.RedisError, OSError) as exc:
+        raise _Unsent(f"the cluster's layout could not be learnt ({_describe(exc)})") from exc
+
+
+async def _discover(client: Any, bound: float | None) -> None:
+    """What ``RedisCluster.initialize()`` does, bounded by ``bound``, and without closing
+    every connection of every node when it fails (which breaks other calls in flight):
+    the node manager's CLUSTER SLOTS (the nodes in turn; cancelled at the bound, a
+    node's connection is closed, no other), the command table once, then the client is
+    marked as knowing its layout."""
+    async with asyncio.timeout(bound):
+        manager = client.nodes_manager
+        await manager.initialize()
+        if not client.commands_parser.commands:
+            await client.commands_parser.initialize(manager.default_node)
+    client._initialize = False
+
+
+def _raised_in_driver(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside redis-py's code (its innermost frame)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return "/redis/" in tb.tb_frame.f_code.co_filename.replace("\\", "/")
+
+
 def _element(message: Message, body: str) -> bytes:
     """A message's element in the ``:m`` list: ``role:text`` for the common message, one
     piece of text, which reads back without any JSON; otherwise its
@@ -416,7 +548,7 @@ class RedisStore:
         # Per session, the tokens of this handle's takes whose outcome it never learnt:
         # its next take there returns their steers first.
         self._given_up: dict[str, list[str]] = {}
-        self._uninitialized = isinstance(client, redis.asyncio.RedisCluster)
+        self._calls = _Calls(client)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._client!r}, prefix={self._prefix!r})"
@@ -436,8 +568,7 @@ class RedisStore:
         # stored version and every stored digest, which the plan then needs.
         version = known.version if known is not None else 0
         stored = b""  # every stored digest, from the last refused save
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, "save to", session)
+        deadline = self._calls.deadline()
         try:
             while True:
                 # Only a refused save's version makes the plan ask for stored digests.
@@ -453,7 +584,7 @@ class RedisStore:
                     args.append(b"".join(row[1] for row in plan.rows))
                     args.extend(_element(new[position], body) for position, _, body in plan.rows)
                 try:
-                    done, version, *rest = await self._save(keys=keys, args=args)
+                    done, version, *rest = await self._calls.script(deadline, self._save, keys, args)
                 except redis.exceptions.ResponseError as exc:
                     _damaged("save to", session, keys, exc)
                 if done:
@@ -472,16 +603,22 @@ class RedisStore:
         """The session's transcript in the order saved; ``[]`` for an unused session."""
         session = check_session_id(session)
         keys = self._keys(session, "v", "d", "m")
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, "read of", session)
-        try:
+
+        async def read() -> Any:
             # MULTI/EXEC: one snapshot, one round trip (and cheaper than a script, which
-            # would copy 2,000 messages into a Lua table and out again).
+            # would copy 2,000 messages into a Lua table and out again). On a cluster
+            # client no await comes between _Calls.run's check that the layout is known
+            # and the queueing (redis-py 7.4 queues each command of a cluster
+            # transaction from a thread of its own, which would learn a stale layout on an
+            # event loop of its own, blocking this one meanwhile).
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.get(keys[0])
                 pipe.get(keys[1])
                 pipe.lrange(keys[2], 0, -1)
-                replies = await pipe.execute(raise_on_error=False)
+                return await pipe.execute(raise_on_error=False)
+
+        try:
+            replies = await self._calls.run(self._calls.deadline(), read)
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc)
         for key, reply in zip(keys, replies, strict=True):
@@ -512,10 +649,8 @@ class RedisStore:
         session = check_session_id(session)
         data = check_steer_text(text).encode("utf-8")
         (key,) = self._keys(session, "s")
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, "add_steer to", session)
         try:
-            await self._client.rpush(key, data)
+            await self._calls.run(self._calls.deadline(), lambda: self._client.rpush(key, data))
         except redis.exceptions.ResponseError as exc:
             if "WRONGTYPE" in str(exc):
                 _damaged_key("add_steer to", session, key, f"is not a list ({exc})", exc)
@@ -533,12 +668,11 @@ class RedisStore:
         keys = self._keys(session, "s", f"r{token}", "p", "a")
         given_up = self._given_up.get(session, [])
         args = [self._window, token, session_key(self._prefix, session, "r"), *given_up]
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, operation, session)
+        deadline = self._calls.deadline()
         try:
-            taken = await self._take(keys=keys, args=args)
+            taken = await self._calls.script(deadline, self._take, keys, args)
         except _LOST as exc:
-            await self._give_up(operation, session, keys, token, exc)
+            await self._give_up(operation, session, keys, token, exc, deadline)
         except redis.exceptions.ResponseError as exc:
             _damaged(operation, session, keys, exc)
         except _BACKEND_ERRORS as exc:
@@ -550,7 +684,7 @@ class RedisStore:
         steers = [bytes(t).decode("utf-8") for t in taken]
         # The steers are in this take's receipt, in flight: acknowledged, it goes.
         try:
-            had = await self._ack(keys=keys[1:], args=[token])
+            had = await self._calls.script(deadline, self._ack, keys[1:], [token])
         except redis.exceptions.ResponseError as exc:
             self._given_up.setdefault(session, []).append(token)
             _damaged(operation, session, keys, exc)
@@ -575,7 +709,8 @@ class RedisStore:
         return steers
 
     async def _give_up(
-        self, operation: str, session: str, keys: list[bytes], token: str, lost: BaseException
+        self, operation: str, session: str, keys: list[bytes], token: str, lost: BaseException,
+        deadline: float | None,
     ) -> NoReturn:
         """A take whose reply was lost: give its receipt up on a new connection, so that
         the next take, on any handle, returns its steers first (or, if it never ran,
@@ -585,7 +720,7 @@ class RedisStore:
         if _before_sending(lost):
             _fail(operation, session, lost)
         try:
-            ran = await self._give_up_script(keys=[keys[1], keys[3]], args=[self._window, token])
+            ran = await self._calls.script(deadline, self._give_up_script, [keys[1], keys[3]], [self._window, token])
         except _BACKEND_ERRORS:
             self._given_up.setdefault(session, []).append(token)
             raise OutcomeUnknown(
@@ -652,17 +787,6 @@ def _check_client(client: object, store: str = "RedisStore") -> None:
         )
 
 
-async def _initialize(client: Any, operation: str, session: str) -> bool:
-    """Have a cluster client learn the cluster's slots before a store sends it anything
-    (see the module docstring, "Lost replies"); ``False``, for the store's flag. Nothing
-    is sent yet, so a failure is a StoreError."""
-    try:
-        await client.initialize()
-    except _BACKEND_ERRORS as exc:
-        _fail(operation, session, exc)
-    return False
-
-
 def _check_prefix(prefix: object) -> str:
     if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
         raise ValueError(
@@ -691,17 +815,34 @@ def _before_sending(exc: BaseException) -> bool:
     """Whether ``exc`` provably came before the command reached Redis: the connection
     never opened, its handshake (or health check) failed before the command was
     written, or the server refused the command while loading its data."""
-    if isinstance(exc, redis.exceptions.BusyLoadingError):
-        return True
-    text = str(exc)
-    if "connecting to" in text or "Timeout connecting" in text:
-        return True
-    tb = exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_name in _OPENING and code.co_filename.endswith(_CONNECTION_MODULE):
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:  # the error, then what caused it
+        exc = error
+        seen.add(id(exc))
+        if isinstance(exc, (redis.exceptions.BusyLoadingError, _Unsent)):
             return True
-        tb = tb.tb_next
+        text = str(exc)
+        if "connecting to" in text or "Timeout connecting" in text:
+            return True
+        tb, innermost = exc.__traceback__, ""
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename.endswith(_CONNECTION_MODULE):
+                if code.co_name in _OPENING:
+                    return True
+                innermost = code.co_name
+            tb = tb.tb_next
+        # redis-py writing on a connection another task closed meanwhile (its writer
+        # gone): nothing was written.
+        if isinstance(exc, AttributeError) and innermost in _SENDING and "writelines" in text:
+            return True
+        if isinstance(exc, _Spent):
+            # The bound ran out: unsent if the command was still opening its connection.
+            inner = exc.__cause__
+            error = None if inner is None else inner.__cause__ or inner.__context__
+            continue
+        error = exc.__cause__
     return False
 
 
@@ -710,6 +851,7 @@ def _before_sending(exc: BaseException) -> bool:
 _OPENING: Final = frozenset({"connect", "connect_check_health", "on_connect", "on_connect_check_health",
                              "check_health", "_connect"})
 _CONNECTION_MODULE: Final = "/redis/asyncio/connection.py"
+_SENDING: Final = frozenset({"send_packed_command", "_send_packed_command"})
 
 
 def _damaged(operation: str, session: str, keys: Sequence[bytes], exc: BaseException) -> NoReturn:
