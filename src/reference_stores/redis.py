@@ -50,9 +50,9 @@ refuses a client that does, naming the setting): a retried ``RPUSH`` whose reply
 lost queues the steer twice, and a retried take hands out nothing while what the first
 one took is gone. redis-py 7.4's ``RedisCluster`` loses connections ("Connection
 closed by server") when many first commands arrive while it is still learning the
-cluster's slots, which its retries used to hide; so the first call of a store on a
-cluster client awaits ``client.initialize()`` before any command
-(``tests/test_redis_driver.py`` shows both). A
+cluster's slots, which its retries used to hide; so a store on a cluster client learns
+the cluster's layout before its first command (``tests/test_redis_driver.py`` shows
+both), and again, bounded, after a lost connection (below, "Bounded calls"). A
 write whose connection is lost once it was sent raises
 :class:`~storetest.contract.OutcomeUnknown`; one that provably never ran raises
 :class:`~storetest.contract.StoreError`: its connection never opened, its handshake
@@ -80,16 +80,35 @@ anything, and reads check what they decode: a key holding what this store never
 writes raises ``StoreError`` naming the key and what is wrong, with nothing changed
 (``tests/test_faults_redis.py``, one case per key kind).
 
-Bounded calls: redis-py waits ``socket_timeout`` seconds for each reply and
-``socket_connect_timeout`` for a new connection, and the store retries nothing, so on a
+Bounded calls: every call ends within one bound, 2 x (``socket_connect_timeout`` +
+``socket_timeout``), counted from its start and carried through every command of the
+call (a script's ``SCRIPT LOAD`` and second ``EVALSHA``, a take's acknowledgement or
+give-up) and, on a cluster, through learning the cluster's layout: redis-py bounds each
+wait alone (a reply, a connection, each reply of a new connection's handshake), so a
+call of several round trips, each answered just in time, would take a multiple of it.
+When the bound runs out the command in flight is abandoned (its connection closed) and
+the call raises ``StoreError``, or ``OutcomeUnknown`` if a write may have run. On a
 connection that stalls (no reply, no reset) a call ends at its first command left
 unanswered; a take then tries once to give its receipt up (or, once it has its steers,
-to acknowledge it), on a new connection. Every
-call on a stalled connection thus ends within 2 x (``socket_connect_timeout`` +
-``socket_timeout``). Both stores warn at construction when either is ``None`` (wait
-forever), which is what ``Redis.from_url`` leaves them unless the URL or the call sets
-them. ``tests/test_redis_log_store.py`` stalls a connection in use and a new one (a
-proxy that forwards nothing and resets nothing) and times every call of both stores.
+to acknowledge it), on a new connection, within what is left. After a lost connection
+redis-py 7.4's cluster client re-reads the cluster's layout at its next command, from
+every node in turn, each for the full socket timeout, calls queueing behind it (and,
+in a cluster transaction, on an event loop of its own in a thread, blocking this one),
+and closes every connection of every node when that fails: a call took 6.18 s against
+1.5 s. So the stores learn it themselves before a command, when redis-py has marked it
+stale: one discovery per client, shared by every call of every store on it, asking the
+nodes in redis-py's order (the node that just failed last) for CLUSTER SLOTS, within
+the bound, each node only for what is left of it; a call whose deadline comes first
+raises ``StoreError`` (its command was not sent) and the discovery goes on for the next.
+An error raised inside redis-py that is not one of its own (its cluster client writing
+on a connection another task closed between its check and its write: ``AttributeError:
+'NoneType' object has no attribute 'writelines'``) is a ``StoreError`` (nothing was
+written) or, for anything else that may have sent a write, ``OutcomeUnknown``. Both
+stores warn at construction when a timeout is ``None`` (no bound), which is what
+``Redis.from_url`` leaves them unless the URL or the call sets them.
+``tests/test_redis_log_store.py`` stalls a connection in use and a new one and times
+every call; ``tests/test_faults_redis.py`` stalls every node of a cluster, one node, and
+slows and resets them, under load, and times every call.
 
 Durability is the server's setting, not the store's: an acknowledged write is in the
 server's memory. With ``appendonly yes`` and ``appendfsync always`` it is in the AOF,

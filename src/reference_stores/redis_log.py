@@ -28,8 +28,8 @@ Client settings are the transcript store's (:class:`reference_stores.redis.Redis
 replies must be bytes (``decode_responses`` off), and the client must not retry a
 command on a lost connection (``Redis()`` and ``RedisCluster`` do by default; the store
 refuses one that does): a retried script whose first run landed would refuse its own
-batch as a duplicate. The first call on a cluster client awaits its ``initialize()``
-first, as the transcript store's does. A
+batch as a duplicate. On a cluster client it learns the cluster's layout before a
+command, bounded and shared, as the transcript store does. A
 connection lost after the script was sent raises
 :class:`~storetest.contract.OutcomeUnknown`; an append that raised it and is retried
 either lands or raises ``ValueError`` because its ids are already there, which says
