@@ -161,16 +161,57 @@ def test_a_take_arriving_after_its_receipt_was_given_up_takes_nothing(
         try:
             store = RedisStore(client, prefix=storetest_redis_prefix)
             await store.add_steer(session, "s1")
-            steers, receipt, flight, given = (
-                session_key(storetest_redis_prefix, session, k) for k in ("s", "rlate", "p", "a"))
+            steers, receipt, flight, given, ages = (
+                session_key(storetest_redis_prefix, session, k) for k in ("s", "rlate", "p", "a", "o"))
             ran = await store._give_up_script(keys=[receipt, given], args=[store._window, "late"])
-            late = await store._take(keys=[steers, receipt, flight, given],
+            late = await store._take(keys=[steers, receipt, flight, given, ages],
                                      args=[store._window, "late", session_key(storetest_redis_prefix, session, "r")])
             return ran, late, await store.take_steers(session)
         finally:
             await client.aclose()
 
     assert asyncio.run(main()) == (0, [], ["s1"])
+
+
+
+def test_steers_of_lost_takes_come_back_oldest_first_when_one_lost_take_had_recovered_another(
+    storetest_redis_url: str, storetest_redis_prefix: str
+) -> None:
+    """Three takes whose replies were lost (each a receipt nobody acknowledged): ``z``
+    took s1; ``y`` took s2, queued after; once ``z`` was given up, ``n`` took z's s1
+    back into its own receipt, and was lost too. The next take returns s1 then s2: a
+    receipt keeps the age of the oldest receipt it took from, not the time of its take.
+    (Found by the cluster reset run of issue 46: receipts were returned in the order
+    their takes ran, so this take returned s2 before s1.)"""
+    session = f"order-{secrets.token_hex(3)}"
+
+    async def main() -> list[str]:
+        client = _client(storetest_redis_url)
+        try:
+            store = RedisStore(client, prefix=storetest_redis_prefix)
+            keys = [session_key(storetest_redis_prefix, session, k) for k in ("s", "r", "p", "a", "o")]
+            receipt = {t: session_key(storetest_redis_prefix, session, f"r{t}") for t in "zyn"}
+
+            async def lost_take(token: str) -> list[bytes]:
+                return await store._take(keys=[keys[0], receipt[token], *keys[2:]],
+                                         args=[store._window, token, keys[1]])
+
+            async def give_up(token: str) -> None:
+                assert await store._give_up_script(keys=[receipt[token], keys[3]], args=[store._window, token]) == 1
+
+            await store.add_steer(session, "s1")
+            assert await lost_take("z") == [b"s1"]
+            await store.add_steer(session, "s2")
+            assert await lost_take("y") == [b"s2"]
+            await give_up("z")
+            assert await lost_take("n") == [b"s1"]
+            await give_up("y")
+            await give_up("n")
+            return await store.take_steers(session)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == ["s1", "s2"]
 
 
 # Server restarts and stalls (issue 33) ---------------------------------------------
@@ -782,6 +823,7 @@ _DAMAGE: list[tuple[str, str, Callable[[Any, Callable[[str, str], bytes]], None]
      ["take_steers", "add_steer"], "not a list"),
     ("p-wrong-type", "p", lambda c, k: c.set(k(_S, "p"), b"x"), ["take_steers"], "string"),
     ("a-wrong-type", "a", lambda c, k: c.set(k(_S, "a"), b"x"), ["take_steers"], "string"),
+    ("o-wrong-type", "o", lambda c, k: c.set(k(_S, "o"), b"x"), ["take_steers"], "string"),
     ("receipt-not-utf8", "rdead", lambda c, k: (c.zadd(k(_S, "p"), {b"dead": 1}), c.rpush(k(_S, "rdead"), b"ok",
                                                  b"\xff")), ["take_steers"], "not UTF-8"),
     ("e-not-json", "e", lambda c, k: c.rpush(k(_L, "e"), b"[not json"), ["entries"], "not an entry"),

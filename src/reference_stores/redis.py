@@ -29,7 +29,9 @@ transcript raises; absent means never saved), ``:d`` the chain digests (of each
 message's :func:`encode_message` text), 32 bytes per message, concatenated, ``:m`` a
 list of the messages, ``:s`` a list of steers; ``:r<token>`` a take's receipt (a list of
 the steers it took), ``:p`` the receipts in flight (a sorted set: token -> the server's
-time in microseconds when the take ran), ``:a`` those given up (a set). A message of one piece of text, the
+time in microseconds when the take ran), ``:a`` those given up (a set), ``:o`` the ages
+of receipts holding steers of older ones (a sorted set: token -> the age of the oldest
+receipt it took from). A message of one piece of text, the
 common one, is stored as ``role:text`` and read back without any JSON; any other as its
 JSON text, which starts with ``{`` (no role does).
 
@@ -64,7 +66,11 @@ script moves the queued steers into its *receipt*, registered in flight, and ret
 them; the store then acknowledges the receipt (deletes it). Until then no other take
 touches it, unless it is *given up* or has been in flight longer than
 ``receipt_seconds`` (:data:`RECEIPT_SECONDS` by default): every take first returns the
-steers of such receipts, oldest first, then the queue. When a take's reply is lost the
+steers of such receipts, the oldest receipt first, then the queue. A receipt is as old
+as its take, or, when the take returned steers of older receipts, as the oldest of
+those; and a take returns receipts only up to the first one still in flight, and the
+queue only once none is left, so that steers come back in the order they were queued
+(``tests/test_faults_redis.py -k oldest_first``). When a take's reply is lost the
 store gives its receipt up on a new connection and raises ``StoreError`` (the next take,
 on any handle, returns those steers first); if the take never ran, the give-up marks
 its receipt so that, arriving late, it does nothing. If the give-up fails too, the take
@@ -211,13 +217,20 @@ return {1, v}
 """
 # KEYS: steers, this take's receipt, the session's receipts in flight (a sorted set: token
 # -> the server's time in microseconds when its take ran), the receipts given up (a set
-# of tokens). ARGV: the window (microseconds) after which a receipt in flight counts as
+# of tokens), the ages of receipts that hold steers of older receipts (a sorted set:
+# token -> the age of the oldest receipt it took from; a receipt not there is as old as
+# its take). ARGV: the window (microseconds) after which a receipt in flight counts as
 # given up, this take's token, what a receipt's key is before its token, then the
 # tokens of receipts this handle gave up on (takes whose outcome it never learnt).
 # A receipt already there (a list, or the read-back's mark) means this take arrives
-# after its store gave up on it: it does nothing. Otherwise it takes, oldest first, the
-# steers of every receipt given up or out of its window, then the queue, into its
-# receipt, registered in flight until its store acknowledges it (_ACK).
+# after its store gave up on it: it does nothing. Otherwise it takes the steers of the
+# receipts given up or out of their window, oldest receipt first, stopping at the
+# first receipt still in flight (its steers are older than the next ones); then, if
+# no receipt is left in flight, the queue (newer than every receipt); all into its
+# receipt, registered in flight until its store acknowledges it (_ACK), as old as
+# the oldest receipt it took from. So every receipt holds steers queued one after
+# the other, with none of another receipt's between them, and receipts returned by
+# age come back in the order their steers were queued.
 _TAKE: Final = r"""
 local function utf8(s)
   local i, n = 1, #s
@@ -253,7 +266,7 @@ local function steers(key, name)
   return found
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return {} end
-for i, wanted in ipairs({'list', 'zset', 'set'}) do
+for i, wanted in ipairs({'list', 'zset', 'set', 'zset'}) do
   local kind = redis.call('TYPE', KEYS[i == 1 and 1 or i + 1]).ok
   if kind ~= 'none' and kind ~= wanted then
     return redis.error_reply('DAMAGED ' .. (i == 1 and 1 or i + 1) .. ' holds a ' .. kind .. ', not a ' .. wanted)
@@ -265,24 +278,33 @@ local cutoff = now - tonumber(ARGV[1])
 local given = {}
 for i = 4, #ARGV do given[ARGV[i]] = true end
 -- Read and check everything first: damage raises before anything is moved.
-local due, taken = {}, {}
+local due, taken, oldest, waiting = {}, {}, nil, false
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  local flight = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+  local flight, parts = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'), {}
   for i = 1, #flight, 2 do
-    local token = flight[i]
-    if tonumber(flight[i + 1]) <= cutoff or given[token] or redis.call('SISMEMBER', KEYS[4], token) == 1 then
-      local key = ARGV[3] .. token
-      if redis.call('TYPE', key).ok ~= 'string' then
-        local found = steers(key, 'r ' .. token)
-        if found.err then return found end
-        for _, steer in ipairs(found) do taken[#taken + 1] = steer end
-      end
-      due[#due + 1] = token
+    local at = tonumber(flight[i + 1])
+    parts[#parts + 1] = {flight[i], at, tonumber(redis.call('ZSCORE', KEYS[5], flight[i]) or at), i}
+  end
+  table.sort(parts, function(a, b) if a[3] ~= b[3] then return a[3] < b[3] end return a[4] < b[4] end)
+  for _, part in ipairs(parts) do
+    local token = part[1]
+    if not (part[2] <= cutoff or given[token] or redis.call('SISMEMBER', KEYS[4], token) == 1) then
+      waiting = true
+      break
     end
+    local key = ARGV[3] .. token
+    if redis.call('TYPE', key).ok ~= 'string' then
+      local found = steers(key, 'r ' .. token)
+      if found.err then return found end
+      for _, steer in ipairs(found) do taken[#taken + 1] = steer end
+      if #found > 0 and not oldest then oldest = part[3] end
+    end
+    due[#due + 1] = token
   end
 end
 local queued = steers(KEYS[1], '1')
 if queued.err then return queued end
+if waiting and #taken > 0 then queued = {} end
 for i = 4, #ARGV do
   local key = ARGV[3] .. ARGV[i]
   if redis.call('EXISTS', key) == 0 then
@@ -294,6 +316,7 @@ for _, token in ipairs(due) do
   if redis.call('TYPE', key).ok == 'list' then redis.call('DEL', key) end
   redis.call('ZREM', KEYS[3], token)
   redis.call('SREM', KEYS[4], token)
+  redis.call('ZREM', KEYS[5], token)
 end
 if #queued == 0 and #taken == 0 then return {} end
 if #taken == 0 then
@@ -301,19 +324,20 @@ if #taken == 0 then
   redis.call('RENAME', KEYS[1], KEYS[2])
 else
   for _, steer in ipairs(queued) do taken[#taken + 1] = steer end
-  redis.call('DEL', KEYS[1])
+  if #queued > 0 then redis.call('DEL', KEYS[1]) end
   for i = 1, #taken, 1000 do
     redis.call('RPUSH', KEYS[2], unpack(taken, i, math.min(i + 999, #taken)))
   end
 end
 redis.call('ZADD', KEYS[3], now, ARGV[2])
+if oldest then redis.call('ZADD', KEYS[5], oldest, ARGV[2]) end
 return taken
 """
-# KEYS: a take's receipt, the receipts in flight, those given up. ARGV: its token. The
-# store has the take's steers: the receipt goes. 1 if it was still there, 0 if another
-# take had already taken its steers (it came after the window).
+# KEYS: a take's receipt, the receipts in flight, those given up, their ages. ARGV: its
+# token. The store has the take's steers: the receipt goes. 1 if it was still there, 0
+# if another take had already taken its steers (it came after the window).
 _ACK: Final = """
-for i, wanted in ipairs({'list', 'zset', 'set'}) do
+for i, wanted in ipairs({'list', 'zset', 'set', 'zset'}) do
   local kind = redis.call('TYPE', KEYS[i]).ok
   if kind ~= 'none' and kind ~= wanted then
     return redis.error_reply('DAMAGED ' .. (i + 1) .. ' holds a ' .. kind .. ', not a ' .. wanted)
@@ -322,6 +346,7 @@ end
 local had = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 return had
 """
 # KEYS: a take's receipt, the receipts given up. ARGV: the window (microseconds), its
@@ -684,7 +709,7 @@ class RedisStore:
         session = check_session_id(session)
         operation = "take_steers from"
         token = secrets.token_hex(8)
-        keys = self._keys(session, "s", f"r{token}", "p", "a")
+        keys = self._keys(session, "s", f"r{token}", "p", "a", "o")
         given_up = self._given_up.get(session, [])
         args = [self._window, token, session_key(self._prefix, session, "r"), *given_up]
         deadline = self._calls.deadline()
