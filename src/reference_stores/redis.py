@@ -430,7 +430,7 @@ class _Calls:
             if timeout is not None and timeout.expired():
                 raise _Spent(f"the call's bound of {self.bound:g} s ran out") from exc
             raise
-        except (redis.exceptions.RedisError, OSError, asyncio.CancelledError):
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError, asyncio.CancelledError):
             raise
         except Exception as exc:
             if not _raised_in_driver(exc):
