@@ -11,8 +11,8 @@ fails on the installed driver if the pin is lifted while the bug is there.
 redis-py 7.4's ``RedisCluster`` has a bug of the same family that its default retries
 (3) hide: without retries, a fresh client given many first commands at once loses
 connections ("Connection closed by server", "Error UNKNOWN while writing to socket")
-while it learns the cluster's slots; awaiting ``client.initialize()`` first, as the
-Redis stores do on a cluster client, avoids it (measured here: 268 of 1,200 first saves
+while it learns the cluster's slots; learning them first (``client.initialize()``; the
+Redis stores do it with the node manager, bounded) avoids it (measured here: 268 of 1,200 first saves
 and reads failed cold, 0 of 2,400 initialized). The stores refuse a retrying client, so
 the second test below is what their cluster runs rely on.
 """

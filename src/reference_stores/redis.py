@@ -29,7 +29,9 @@ transcript raises; absent means never saved), ``:d`` the chain digests (of each
 message's :func:`encode_message` text), 32 bytes per message, concatenated, ``:m`` a
 list of the messages, ``:s`` a list of steers; ``:r<token>`` a take's receipt (a list of
 the steers it took), ``:p`` the receipts in flight (a sorted set: token -> the server's
-time in microseconds when the take ran), ``:a`` those given up (a set). A message of one piece of text, the
+time in microseconds when the take ran), ``:a`` those given up (a set), ``:o`` the ages
+of receipts holding steers of older ones (a sorted set: token -> the age of the oldest
+receipt it took from). A message of one piece of text, the
 common one, is stored as ``role:text`` and read back without any JSON; any other as its
 JSON text, which starts with ``{`` (no role does).
 
@@ -50,9 +52,9 @@ refuses a client that does, naming the setting): a retried ``RPUSH`` whose reply
 lost queues the steer twice, and a retried take hands out nothing while what the first
 one took is gone. redis-py 7.4's ``RedisCluster`` loses connections ("Connection
 closed by server") when many first commands arrive while it is still learning the
-cluster's slots, which its retries used to hide; so the first call of a store on a
-cluster client awaits ``client.initialize()`` before any command
-(``tests/test_redis_driver.py`` shows both). A
+cluster's slots, which its retries used to hide; so a store on a cluster client learns
+the cluster's layout before its first command (``tests/test_redis_driver.py`` shows
+both), and again, bounded, after a lost connection (below, "Bounded calls"). A
 write whose connection is lost once it was sent raises
 :class:`~storetest.contract.OutcomeUnknown`; one that provably never ran raises
 :class:`~storetest.contract.StoreError`: its connection never opened, its handshake
@@ -64,7 +66,11 @@ script moves the queued steers into its *receipt*, registered in flight, and ret
 them; the store then acknowledges the receipt (deletes it). Until then no other take
 touches it, unless it is *given up* or has been in flight longer than
 ``receipt_seconds`` (:data:`RECEIPT_SECONDS` by default): every take first returns the
-steers of such receipts, oldest first, then the queue. When a take's reply is lost the
+steers of such receipts, the oldest receipt first, then the queue. A receipt is as old
+as its take, or, when the take returned steers of older receipts, as the oldest of
+those; and a take returns receipts only up to the first one still in flight, and the
+queue only once none is left, so that steers come back in the order they were queued
+(``tests/test_faults_redis.py -k oldest_first``). When a take's reply is lost the
 store gives its receipt up on a new connection and raises ``StoreError`` (the next take,
 on any handle, returns those steers first); if the take never ran, the give-up marks
 its receipt so that, arriving late, it does nothing. If the give-up fails too, the take
@@ -80,16 +86,35 @@ anything, and reads check what they decode: a key holding what this store never
 writes raises ``StoreError`` naming the key and what is wrong, with nothing changed
 (``tests/test_faults_redis.py``, one case per key kind).
 
-Bounded calls: redis-py waits ``socket_timeout`` seconds for each reply and
-``socket_connect_timeout`` for a new connection, and the store retries nothing, so on a
+Bounded calls: every call ends within one bound, 2 x (``socket_connect_timeout`` +
+``socket_timeout``), counted from its start and carried through every command of the
+call (a script's ``SCRIPT LOAD`` and second ``EVALSHA``, a take's acknowledgement or
+give-up) and, on a cluster, through learning the cluster's layout: redis-py bounds each
+wait alone (a reply, a connection, each reply of a new connection's handshake), so a
+call of several round trips, each answered just in time, would take a multiple of it.
+When the bound runs out the command in flight is abandoned (its connection closed) and
+the call raises ``StoreError``, or ``OutcomeUnknown`` if a write may have run. On a
 connection that stalls (no reply, no reset) a call ends at its first command left
 unanswered; a take then tries once to give its receipt up (or, once it has its steers,
-to acknowledge it), on a new connection. Every
-call on a stalled connection thus ends within 2 x (``socket_connect_timeout`` +
-``socket_timeout``). Both stores warn at construction when either is ``None`` (wait
-forever), which is what ``Redis.from_url`` leaves them unless the URL or the call sets
-them. ``tests/test_redis_log_store.py`` stalls a connection in use and a new one (a
-proxy that forwards nothing and resets nothing) and times every call of both stores.
+to acknowledge it), on a new connection, within what is left. After a lost connection
+redis-py 7.4's cluster client re-reads the cluster's layout at its next command, from
+every node in turn, each for the full socket timeout, calls queueing behind it (and,
+in a cluster transaction, on an event loop of its own in a thread, blocking this one),
+and closes every connection of every node when that fails: a call took 6.18 s against
+1.5 s. So the stores learn it themselves before a command, when redis-py has marked it
+stale: one discovery per client, shared by every call of every store on it, asking the
+nodes in redis-py's order (the node that just failed last) for CLUSTER SLOTS, within
+the bound, each node only for what is left of it; a call whose deadline comes first
+raises ``StoreError`` (its command was not sent) and the discovery goes on for the next.
+An error raised inside redis-py that is not one of its own (its cluster client writing
+on a connection another task closed between its check and its write: ``AttributeError:
+'NoneType' object has no attribute 'writelines'``) is a ``StoreError`` (nothing was
+written) or, for anything else that may have sent a write, ``OutcomeUnknown``. Both
+stores warn at construction when a timeout is ``None`` (no bound), which is what
+``Redis.from_url`` leaves them unless the URL or the call sets them.
+``tests/test_redis_log_store.py`` stalls a connection in use and a new one and times
+every call; ``tests/test_faults_redis.py`` stalls every node of a cluster, one node, and
+slows and resets them, under load, and times every call.
 
 Durability is the server's setting, not the store's: an acknowledged write is in the
 server's memory. With ``appendonly yes`` and ``appendfsync always`` it is in the AOF,
@@ -106,11 +131,13 @@ failover): no test here shows what they keep.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import warnings
-from collections.abc import Sequence
-from typing import Any, Final, NoReturn
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, NoReturn, TypeVar
 
 import redis.asyncio
 import redis.exceptions
@@ -190,13 +217,20 @@ return {1, v}
 """
 # KEYS: steers, this take's receipt, the session's receipts in flight (a sorted set: token
 # -> the server's time in microseconds when its take ran), the receipts given up (a set
-# of tokens). ARGV: the window (microseconds) after which a receipt in flight counts as
+# of tokens), the ages of receipts that hold steers of older receipts (a sorted set:
+# token -> the age of the oldest receipt it took from; a receipt not there is as old as
+# its take). ARGV: the window (microseconds) after which a receipt in flight counts as
 # given up, this take's token, what a receipt's key is before its token, then the
 # tokens of receipts this handle gave up on (takes whose outcome it never learnt).
 # A receipt already there (a list, or the read-back's mark) means this take arrives
-# after its store gave up on it: it does nothing. Otherwise it takes, oldest first, the
-# steers of every receipt given up or out of its window, then the queue, into its
-# receipt, registered in flight until its store acknowledges it (_ACK).
+# after its store gave up on it: it does nothing. Otherwise it takes the steers of the
+# receipts given up or out of their window, oldest receipt first, stopping at the
+# first receipt still in flight (its steers are older than the next ones); then, if
+# no receipt is left in flight, the queue (newer than every receipt); all into its
+# receipt, registered in flight until its store acknowledges it (_ACK), as old as
+# the oldest receipt it took from. So every receipt holds steers queued one after
+# the other, with none of another receipt's between them, and receipts returned by
+# age come back in the order their steers were queued.
 _TAKE: Final = r"""
 local function utf8(s)
   local i, n = 1, #s
@@ -232,7 +266,7 @@ local function steers(key, name)
   return found
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return {} end
-for i, wanted in ipairs({'list', 'zset', 'set'}) do
+for i, wanted in ipairs({'list', 'zset', 'set', 'zset'}) do
   local kind = redis.call('TYPE', KEYS[i == 1 and 1 or i + 1]).ok
   if kind ~= 'none' and kind ~= wanted then
     return redis.error_reply('DAMAGED ' .. (i == 1 and 1 or i + 1) .. ' holds a ' .. kind .. ', not a ' .. wanted)
@@ -244,24 +278,33 @@ local cutoff = now - tonumber(ARGV[1])
 local given = {}
 for i = 4, #ARGV do given[ARGV[i]] = true end
 -- Read and check everything first: damage raises before anything is moved.
-local due, taken = {}, {}
+local due, taken, oldest, waiting = {}, {}, nil, false
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  local flight = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+  local flight, parts = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'), {}
   for i = 1, #flight, 2 do
-    local token = flight[i]
-    if tonumber(flight[i + 1]) <= cutoff or given[token] or redis.call('SISMEMBER', KEYS[4], token) == 1 then
-      local key = ARGV[3] .. token
-      if redis.call('TYPE', key).ok ~= 'string' then
-        local found = steers(key, 'r ' .. token)
-        if found.err then return found end
-        for _, steer in ipairs(found) do taken[#taken + 1] = steer end
-      end
-      due[#due + 1] = token
+    local at = tonumber(flight[i + 1])
+    parts[#parts + 1] = {flight[i], at, tonumber(redis.call('ZSCORE', KEYS[5], flight[i]) or at), i}
+  end
+  table.sort(parts, function(a, b) if a[3] ~= b[3] then return a[3] < b[3] end return a[4] < b[4] end)
+  for _, part in ipairs(parts) do
+    local token = part[1]
+    if not (part[2] <= cutoff or given[token] or redis.call('SISMEMBER', KEYS[4], token) == 1) then
+      waiting = true
+      break
     end
+    local key = ARGV[3] .. token
+    if redis.call('TYPE', key).ok ~= 'string' then
+      local found = steers(key, 'r ' .. token)
+      if found.err then return found end
+      for _, steer in ipairs(found) do taken[#taken + 1] = steer end
+      if #found > 0 and not oldest then oldest = part[3] end
+    end
+    due[#due + 1] = token
   end
 end
 local queued = steers(KEYS[1], '1')
 if queued.err then return queued end
+if waiting and #taken > 0 then queued = {} end
 for i = 4, #ARGV do
   local key = ARGV[3] .. ARGV[i]
   if redis.call('EXISTS', key) == 0 then
@@ -273,6 +316,7 @@ for _, token in ipairs(due) do
   if redis.call('TYPE', key).ok == 'list' then redis.call('DEL', key) end
   redis.call('ZREM', KEYS[3], token)
   redis.call('SREM', KEYS[4], token)
+  redis.call('ZREM', KEYS[5], token)
 end
 if #queued == 0 and #taken == 0 then return {} end
 if #taken == 0 then
@@ -280,19 +324,20 @@ if #taken == 0 then
   redis.call('RENAME', KEYS[1], KEYS[2])
 else
   for _, steer in ipairs(queued) do taken[#taken + 1] = steer end
-  redis.call('DEL', KEYS[1])
+  if #queued > 0 then redis.call('DEL', KEYS[1]) end
   for i = 1, #taken, 1000 do
     redis.call('RPUSH', KEYS[2], unpack(taken, i, math.min(i + 999, #taken)))
   end
 end
 redis.call('ZADD', KEYS[3], now, ARGV[2])
+if oldest then redis.call('ZADD', KEYS[5], oldest, ARGV[2]) end
 return taken
 """
-# KEYS: a take's receipt, the receipts in flight, those given up. ARGV: its token. The
-# store has the take's steers: the receipt goes. 1 if it was still there, 0 if another
-# take had already taken its steers (it came after the window).
+# KEYS: a take's receipt, the receipts in flight, those given up, their ages. ARGV: its
+# token. The store has the take's steers: the receipt goes. 1 if it was still there, 0
+# if another take had already taken its steers (it came after the window).
 _ACK: Final = """
-for i, wanted in ipairs({'list', 'zset', 'set'}) do
+for i, wanted in ipairs({'list', 'zset', 'set', 'zset'}) do
   local kind = redis.call('TYPE', KEYS[i]).ok
   if kind ~= 'none' and kind ~= wanted then
     return redis.error_reply('DAMAGED ' .. (i + 1) .. ' holds a ' .. kind .. ', not a ' .. wanted)
@@ -301,6 +346,7 @@ end
 local had = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 return had
 """
 # KEYS: a take's receipt, the receipts given up. ARGV: the window (microseconds), its
@@ -326,6 +372,136 @@ RECEIPT_SECONDS: Final = 60
 # The replies to a command that may have run are lost with these.
 _LOST: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError, TimeoutError)
 _BACKEND_ERRORS: Final = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError, TimeoutError)
+
+
+_T = TypeVar("_T")
+
+
+class _Unsent(redis.exceptions.ConnectionError):
+    """A command the store never sent: the call's bound ran out, or the cluster's layout
+    could not be learnt, before it was written."""
+
+
+class _Spent(redis.exceptions.TimeoutError):
+    """The call's bound ran out while a command was in flight (it may have run)."""
+
+
+class _DriverFault(redis.exceptions.ConnectionError):
+    """An error raised from inside redis-py that is not one of its own (e.g. its
+    cluster client writing on a connection another task had just closed)."""
+
+
+class _Calls:
+    """What bounds a store's calls on one client: one deadline per call,
+    2 x (``socket_connect_timeout`` + ``socket_timeout``) from its start, carried
+    through every command, script load and acknowledgement of the call and, on a
+    cluster client, through learning the cluster's layout (see the module docstring,
+    "Bounded calls")."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.cluster = isinstance(client, redis.asyncio.RedisCluster)
+        settings = client.get_connection_kwargs() if self.cluster else client.connection_pool.connection_kwargs
+        connect, reply = settings.get("socket_connect_timeout"), settings.get("socket_timeout")
+        #: The bound of one call (seconds), or None when a timeout is None (no bound).
+        self.bound: float | None = None if connect is None or reply is None else 2 * (connect + reply)
+
+    def deadline(self) -> float | None:
+        """When a call starting now must end (the event loop's clock), or None."""
+        return None if self.bound is None else asyncio.get_running_loop().time() + self.bound
+
+    async def run(self, deadline: float | None, command: Callable[[], Awaitable[_T]]) -> _T:
+        """Await ``command()`` (one command, script or transaction) within ``deadline``; on
+        a cluster client whose layout redis-py has marked stale (after any lost
+        connection), first learn it again, bounded and shared (:func:`_learn_layout`),
+        so that redis-py never re-reads it inside a command (from every node in turn,
+        each for the full socket timeout, closing every connection if that fails)."""
+        if self.cluster and self.client._initialize:
+            await _learn_layout(self.client, deadline, self.bound)
+        timeout = None
+        try:
+            if deadline is None:
+                return await command()
+            if deadline <= asyncio.get_running_loop().time():
+                raise _Unsent(f"the call's bound of {self.bound:g} s ran out before this command was sent")
+            async with asyncio.timeout_at(deadline) as timeout:
+                return await command()
+        except TimeoutError as exc:  # the built-in one: asyncio's, not redis-py's
+            if timeout is not None and timeout.expired():
+                raise _Spent(f"the call's bound of {self.bound:g} s ran out") from exc
+            raise
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            if not _raised_in_driver(exc):
+                raise
+            raise _DriverFault(f"redis-py failed inside ({type(exc).__name__}: {exc})") from exc
+
+    async def script(self, deadline: float | None, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run a registered script: ``EVALSHA``, and if the server does not have it yet,
+        ``SCRIPT LOAD`` then ``EVALSHA`` again, each through :meth:`run` (so that each
+        command, not only the first, finds the cluster's layout learnt)."""
+        client, sha = self.client, script.sha
+        try:
+            return await self.run(deadline, lambda: client.evalsha(sha, len(keys), *keys, *args))
+        except redis.exceptions.NoScriptError:
+            sha = script.sha = await self.run(deadline, lambda: client.script_load(script.script))
+            return await self.run(deadline, lambda: client.evalsha(sha, len(keys), *keys, *args))
+
+
+#: Per cluster client, its layout being learnt: one discovery shared by every call of
+#: every store on that client.
+_DISCOVERIES: weakref.WeakKeyDictionary[Any, asyncio.Task[None]] = weakref.WeakKeyDictionary()
+
+
+async def _learn_layout(client: Any, deadline: float | None, bound: float | None) -> None:
+    """Wait, at most until ``deadline``, for the cluster client's layout to be learnt
+    (CLUSTER SLOTS), joining the discovery in flight or starting one. A discovery asks
+    the nodes in redis-py's order (a node that just failed last), each only for what is
+    left of the discovery's own bound (``bound``, the call's), and it goes on for later
+    callers when this one's deadline comes first. Raises :class:`_Unsent`: the command
+    that needed it was not sent."""
+    loop = asyncio.get_running_loop()
+    task = _DISCOVERIES.get(client)
+    if task is None or task.done() or task.get_loop() is not loop:
+        task = loop.create_task(_discover(client, bound))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        _DISCOVERIES[client] = task
+    try:
+        if deadline is None:
+            await asyncio.shield(task)
+        else:
+            async with asyncio.timeout_at(deadline):
+                await asyncio.shield(task)
+    except TimeoutError as exc:
+        raise _Unsent(f"the cluster's layout could not be learnt within the call's bound of {bound:g} s "
+                      "(no node answered CLUSTER SLOTS in time)") from exc
+    except (redis.exceptions.RedisError, OSError) as exc:
+        raise _Unsent(f"the cluster's layout could not be learnt ({_describe(exc)})") from exc
+
+
+async def _discover(client: Any, bound: float | None) -> None:
+    """What ``RedisCluster.initialize()`` does, bounded by ``bound``, and without closing
+    every connection of every node when it fails (which breaks other calls in flight):
+    the node manager's CLUSTER SLOTS (the nodes in turn; cancelled at the bound, a
+    node's connection is closed, no other), the command table once, then the client is
+    marked as knowing its layout."""
+    async with asyncio.timeout(bound):
+        manager = client.nodes_manager
+        await manager.initialize()
+        if not client.commands_parser.commands:
+            await client.commands_parser.initialize(manager.default_node)
+    client._initialize = False
+
+
+def _raised_in_driver(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside redis-py's code (its innermost frame)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return "/redis/" in tb.tb_frame.f_code.co_filename.replace("\\", "/")
 
 
 def _element(message: Message, body: str) -> bytes:
@@ -416,7 +592,7 @@ class RedisStore:
         # Per session, the tokens of this handle's takes whose outcome it never learnt:
         # its next take there returns their steers first.
         self._given_up: dict[str, list[str]] = {}
-        self._uninitialized = isinstance(client, redis.asyncio.RedisCluster)
+        self._calls = _Calls(client)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._client!r}, prefix={self._prefix!r})"
@@ -436,8 +612,7 @@ class RedisStore:
         # stored version and every stored digest, which the plan then needs.
         version = known.version if known is not None else 0
         stored = b""  # every stored digest, from the last refused save
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, "save to", session)
+        deadline = self._calls.deadline()
         try:
             while True:
                 # Only a refused save's version makes the plan ask for stored digests.
@@ -453,7 +628,7 @@ class RedisStore:
                     args.append(b"".join(row[1] for row in plan.rows))
                     args.extend(_element(new[position], body) for position, _, body in plan.rows)
                 try:
-                    done, version, *rest = await self._save(keys=keys, args=args)
+                    done, version, *rest = await self._calls.script(deadline, self._save, keys, args)
                 except redis.exceptions.ResponseError as exc:
                     _damaged("save to", session, keys, exc)
                 if done:
@@ -472,16 +647,22 @@ class RedisStore:
         """The session's transcript in the order saved; ``[]`` for an unused session."""
         session = check_session_id(session)
         keys = self._keys(session, "v", "d", "m")
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, "read of", session)
-        try:
+
+        async def read() -> Any:
             # MULTI/EXEC: one snapshot, one round trip (and cheaper than a script, which
-            # would copy 2,000 messages into a Lua table and out again).
+            # would copy 2,000 messages into a Lua table and out again). On a cluster
+            # client no await comes between _Calls.run's check that the layout is known
+            # and the queueing (redis-py 7.4 queues each command of a cluster
+            # transaction from a thread of its own, which would learn a stale layout on an
+            # event loop of its own, blocking this one meanwhile).
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.get(keys[0])
                 pipe.get(keys[1])
                 pipe.lrange(keys[2], 0, -1)
-                replies = await pipe.execute(raise_on_error=False)
+                return await pipe.execute(raise_on_error=False)
+
+        try:
+            replies = await self._calls.run(self._calls.deadline(), read)
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc)
         for key, reply in zip(keys, replies, strict=True):
@@ -512,10 +693,8 @@ class RedisStore:
         session = check_session_id(session)
         data = check_steer_text(text).encode("utf-8")
         (key,) = self._keys(session, "s")
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, "add_steer to", session)
         try:
-            await self._client.rpush(key, data)
+            await self._calls.run(self._calls.deadline(), lambda: self._client.rpush(key, data))
         except redis.exceptions.ResponseError as exc:
             if "WRONGTYPE" in str(exc):
                 _damaged_key("add_steer to", session, key, f"is not a list ({exc})", exc)
@@ -530,15 +709,14 @@ class RedisStore:
         session = check_session_id(session)
         operation = "take_steers from"
         token = secrets.token_hex(8)
-        keys = self._keys(session, "s", f"r{token}", "p", "a")
+        keys = self._keys(session, "s", f"r{token}", "p", "a", "o")
         given_up = self._given_up.get(session, [])
         args = [self._window, token, session_key(self._prefix, session, "r"), *given_up]
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, operation, session)
+        deadline = self._calls.deadline()
         try:
-            taken = await self._take(keys=keys, args=args)
+            taken = await self._calls.script(deadline, self._take, keys, args)
         except _LOST as exc:
-            await self._give_up(operation, session, keys, token, exc)
+            await self._give_up(operation, session, keys, token, exc, deadline)
         except redis.exceptions.ResponseError as exc:
             _damaged(operation, session, keys, exc)
         except _BACKEND_ERRORS as exc:
@@ -550,7 +728,7 @@ class RedisStore:
         steers = [bytes(t).decode("utf-8") for t in taken]
         # The steers are in this take's receipt, in flight: acknowledged, it goes.
         try:
-            had = await self._ack(keys=keys[1:], args=[token])
+            had = await self._calls.script(deadline, self._ack, keys[1:], [token])
         except redis.exceptions.ResponseError as exc:
             self._given_up.setdefault(session, []).append(token)
             _damaged(operation, session, keys, exc)
@@ -575,7 +753,8 @@ class RedisStore:
         return steers
 
     async def _give_up(
-        self, operation: str, session: str, keys: list[bytes], token: str, lost: BaseException
+        self, operation: str, session: str, keys: list[bytes], token: str, lost: BaseException,
+        deadline: float | None,
     ) -> NoReturn:
         """A take whose reply was lost: give its receipt up on a new connection, so that
         the next take, on any handle, returns its steers first (or, if it never ran,
@@ -585,7 +764,7 @@ class RedisStore:
         if _before_sending(lost):
             _fail(operation, session, lost)
         try:
-            ran = await self._give_up_script(keys=[keys[1], keys[3]], args=[self._window, token])
+            ran = await self._calls.script(deadline, self._give_up_script, [keys[1], keys[3]], [self._window, token])
         except _BACKEND_ERRORS:
             self._given_up.setdefault(session, []).append(token)
             raise OutcomeUnknown(
@@ -652,17 +831,6 @@ def _check_client(client: object, store: str = "RedisStore") -> None:
         )
 
 
-async def _initialize(client: Any, operation: str, session: str) -> bool:
-    """Have a cluster client learn the cluster's slots before a store sends it anything
-    (see the module docstring, "Lost replies"); ``False``, for the store's flag. Nothing
-    is sent yet, so a failure is a StoreError."""
-    try:
-        await client.initialize()
-    except _BACKEND_ERRORS as exc:
-        _fail(operation, session, exc)
-    return False
-
-
 def _check_prefix(prefix: object) -> str:
     if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
         raise ValueError(
@@ -691,17 +859,34 @@ def _before_sending(exc: BaseException) -> bool:
     """Whether ``exc`` provably came before the command reached Redis: the connection
     never opened, its handshake (or health check) failed before the command was
     written, or the server refused the command while loading its data."""
-    if isinstance(exc, redis.exceptions.BusyLoadingError):
-        return True
-    text = str(exc)
-    if "connecting to" in text or "Timeout connecting" in text:
-        return True
-    tb = exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_name in _OPENING and code.co_filename.endswith(_CONNECTION_MODULE):
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:  # the error, then what caused it
+        exc = error
+        seen.add(id(exc))
+        if isinstance(exc, (redis.exceptions.BusyLoadingError, _Unsent)):
             return True
-        tb = tb.tb_next
+        text = str(exc)
+        if "connecting to" in text or "Timeout connecting" in text:
+            return True
+        tb, innermost = exc.__traceback__, ""
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename.endswith(_CONNECTION_MODULE):
+                if code.co_name in _OPENING:
+                    return True
+                innermost = code.co_name
+            tb = tb.tb_next
+        # redis-py writing on a connection another task closed meanwhile (its writer
+        # gone): nothing was written.
+        if isinstance(exc, AttributeError) and innermost in _SENDING and "writelines" in text:
+            return True
+        if isinstance(exc, _Spent):
+            # The bound ran out: unsent if the command was still opening its connection.
+            inner = exc.__cause__
+            error = None if inner is None else inner.__cause__ or inner.__context__
+            continue
+        error = exc.__cause__
     return False
 
 
@@ -710,6 +895,7 @@ def _before_sending(exc: BaseException) -> bool:
 _OPENING: Final = frozenset({"connect", "connect_check_health", "on_connect", "on_connect_check_health",
                              "check_health", "_connect"})
 _CONNECTION_MODULE: Final = "/redis/asyncio/connection.py"
+_SENDING: Final = frozenset({"send_packed_command", "_send_packed_command"})
 
 
 def _damaged(operation: str, session: str, keys: Sequence[bytes], exc: BaseException) -> NoReturn:

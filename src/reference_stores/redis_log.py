@@ -28,8 +28,8 @@ Client settings are the transcript store's (:class:`reference_stores.redis.Redis
 replies must be bytes (``decode_responses`` off), and the client must not retry a
 command on a lost connection (``Redis()`` and ``RedisCluster`` do by default; the store
 refuses one that does): a retried script whose first run landed would refuse its own
-batch as a duplicate. The first call on a cluster client awaits its ``initialize()``
-first, as the transcript store's does. A
+batch as a duplicate. On a cluster client it learns the cluster's layout before a
+command, bounded and shared, as the transcript store does. A
 connection lost after the script was sent raises
 :class:`~storetest.contract.OutcomeUnknown`; an append that raised it and is retried
 either lands or raises ``ValueError`` because its ids are already there, which says
@@ -52,12 +52,12 @@ from reference_stores.redis import (
     _BACKEND_ERRORS,
     _LOST,
     DEFAULT_PREFIX,
+    _Calls,
     _check_client,
     _check_prefix,
     _damaged,
     _damaged_key,
     _fail,
-    _initialize,
     _outcome_unknown,
     session_key,
 )
@@ -148,7 +148,7 @@ class RedisLogStore:
         self._client = client
         self._prefix = _check_prefix(prefix)
         self._script = client.register_script(_APPEND)
-        self._uninitialized = isinstance(client, redis.asyncio.RedisCluster)
+        self._calls = _Calls(client)
 
     def __repr__(self) -> str:
         return f"RedisLogStore({self._client!r}, prefix={self._prefix!r})"
@@ -176,10 +176,8 @@ class RedisLogStore:
         """Every entry in append order; ``[]`` for a session never used."""
         session = check_session_id(session)
         key = session_key(self._prefix, session, "e")
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, "read of", session)
         try:
-            rows = await self._client.lrange(key, 0, -1)
+            rows = await self._calls.run(self._calls.deadline(), lambda: self._client.lrange(key, 0, -1))
         except redis.exceptions.ResponseError as exc:
             if "WRONGTYPE" in str(exc):
                 _damaged_key("read of", session, key, f"is not a list ({exc})", exc)
@@ -199,10 +197,9 @@ class RedisLogStore:
         keys = [session_key(self._prefix, session, kind) for kind in ("e", "i")]
         ids = [e.id.encode("utf-8") for e in batch]
         parents = [b"" if e.parent_id is None else e.parent_id.encode("utf-8") for e in batch]
-        if self._uninitialized:
-            self._uninitialized = await _initialize(self._client, operation, session)
+        args = [mode, len(batch), *ids, *parents, *map(_encode, batch)]
         try:
-            got = await self._script(keys, [mode, len(batch), *ids, *parents, *map(_encode, batch)])
+            got = await self._calls.script(self._calls.deadline(), self._script, keys, args)
         except _LOST as exc:
             _outcome_unknown(operation, session, exc)
         except redis.exceptions.ResponseError as exc:

@@ -57,7 +57,18 @@ class CuttingProxy(Relay):
         #: Seconds each chunk of a server's reply waits before it is forwarded (a slow
         #: network that answers every statement, each just in time).
         self.reply_delay = 0.0
+        #: The connections open now (client side, server side), for :meth:`reset`.
+        self._open: set[tuple[socket.socket, socket.socket]] = set()
         super().__init__(host, port)
+
+    def reset(self) -> int:
+        """Reset every connection open now (both sides closed, wherever its command or
+        reply is); returns how many."""
+        with self._lock:
+            pairs = list(self._open)
+        for pair in pairs:
+            close_all(*pair)
+        return len(pairs)
 
     def cut_after_commit(self, marker: Marker) -> None:
         """Cut after the next client chunk holding ``marker``: the driver's COMMIT as
@@ -84,6 +95,8 @@ class CuttingProxy(Relay):
 
     def _relay(self, client: socket.socket, server: socket.socket) -> None:
         swallow = threading.Event()
+        with self._lock:
+            self._open.add((client, server))
         threading.Thread(target=self._up, args=(client, server, swallow), daemon=True).start()
         threading.Thread(target=self._down, args=(server, client, swallow), daemon=True).start()
 
@@ -108,6 +121,8 @@ class CuttingProxy(Relay):
         except OSError:
             pass
         close_all(client, server)
+        with self._lock:
+            self._open.discard((client, server))
 
     def _down(self, server: socket.socket, client: socket.socket, swallow: threading.Event) -> None:
         try:
