@@ -72,6 +72,8 @@ def _mysql(storetest_mysql_url: str) -> Any:
 
 REFERENCES: dict[str, tuple[Callable[..., Any], Callable[..., Any] | None]] = {
     "memory": (_memory, None),
+    # The stores whose damage only an explanation names are memory stores too.
+    "explained": (_memory, None),
     "sqlite": (_sqlite, _sqlite),
     "postgres": (_postgres, _postgres),
     "mysql": (_mysql, _mysql),
