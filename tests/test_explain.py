@@ -431,3 +431,60 @@ def test_no_clause_labels_a_count_or_a_word_as_sent() -> None:
         text = path.read_text()
         assert not re.search(r"e\.g\. (lost|duplicated)", text), path
         assert not re.search(r"sent=f\"", text), path
+
+
+# --- the shapes docs/contract.md lists, each on a value only it explains -------------------------
+
+_M = [Message.text("user", f"m{i}") for i in range(4)]
+_ITEMS = [{"role": "user", "content": str(i)} for i in range(6)]
+
+#: For each of SHAPES' lines, a call whose line carries it.
+SHAPE_SAMPLES: dict[str, Any] = {
+    "messages came back newest first": lambda: describe_transcript(_M, _M[::-1]),
+    "identical messages deduplicated": lambda: describe_transcript([_M[0], _M[0], _M[1]], [_M[0], _M[1]]),
+    "adjacent messages of the same role merged into one": lambda: describe_transcript(
+        _M[:2], [Message("user", _M[0].content + _M[1].content)]),
+    "the save was ignored: the previous transcript is still there": lambda: describe_transcript(_M[:1], _M[1:2],
+                                                                                                _M[1:2]),
+    "appended instead of replaced": lambda: describe_transcript(_M[2:], _M, _M[:2]),
+    "sessions merged: reading": None,  # a clause's line: test_a_case_merge_is_named_as_a_merge_in_the_state_machine
+    "raw JSON re-encoded": lambda: describe_text('{"a":1}', '{"a": 1}'),
+    "items came back newest first": lambda: describe_items(_ITEMS, _ITEMS[::-1]),
+    "identical items deduplicated": lambda: describe_items([_ITEMS[0], _ITEMS[0], _ITEMS[1]], _ITEMS[:2]),
+    "a type or role mapped to another": lambda: describe_item({"role": "tool", "content": "x"},
+                                                              {"role": "assistant", "content": "x"}),
+    "the field came back renamed to": lambda: describe_item({"a": 1}, {"b": 1}),
+    "the field's default": lambda: describe_item({"a": "x"}, {"a": ""}),
+    "numbers coerced to text": lambda: describe_item({"a": 2}, {"a": "2"}),
+    "came back as the integer": lambda: describe_item({"a": 1.0}, {"a": 1}),
+    "came back as the float": lambda: describe_item({"a": 2**53 + 1}, {"a": float(2**53 + 1)}),
+    "item(s) came back that belong to": lambda: describe_items(_ITEMS[:1], _ITEMS[:2], {"session 'x'": _ITEMS}),
+    "every session holds the items of every other": None,  # the isolation clause's: items-one-list-for-every-session
+    "every item after position": lambda: describe_items(_ITEMS, _ITEMS[:2]),
+    "whole: an add_items() call acknowledged and not kept": lambda: describe_items(
+        _ITEMS, _ITEMS[:3] + _ITEMS[5:], batches=[3, 2, 1]),
+    "in part": lambda: describe_items(_ITEMS, _ITEMS[:1] + _ITEMS[2:], batches=[3, 3]),
+    "across a batch boundary": lambda: describe_items(_ITEMS, _ITEMS[:2] + _ITEMS[4:], batches=[3, 3]),
+    "LIMIT 0 read as no limit": lambda: describe_limit(_ITEMS, 0, _ITEMS),
+    "the read started past the items": lambda: describe_limit(_ITEMS, 3, _ITEMS[-1:]),
+    "returned the oldest": lambda: describe_limit(_ITEMS, 2, _ITEMS[:2]),
+    "two handles numbered their steers alike": lambda: describe_steers(["a", "b"], ["b"], [(0, 0), (1, 0)]),
+    "identical steers merged into one": lambda: describe_steers(["a", "a"], ["a"]),
+    "steers returned last-in-first-out": lambda: describe_steers(["a", "b", "c"], ["c", "b", "a"]),
+    "a take capped by a page size or a byte budget": lambda: describe_steers(["a", "b"], ["a"]),
+}
+
+
+def test_every_shape_docs_list_has_a_sample() -> None:
+    from storetest._engine.explain import SHAPES
+
+    assert [words for _, words in SHAPES] == list(SHAPE_SAMPLES)
+
+
+@pytest.mark.parametrize("words", [w for w, make in SHAPE_SAMPLES.items() if make is not None])
+def test_each_shape_names_itself(words: str) -> None:
+    line = SHAPE_SAMPLES[words]()
+    assert words in line, line
+    # Only its own words: no other shape's line explains this value too.
+    others = [w for w in SHAPE_SAMPLES if w != words and w in line and w not in words and words not in w]
+    assert not others, (line, others)
