@@ -286,6 +286,8 @@ def test_the_model_tells_numbered_alike_from_identical_steers_merged() -> None:
     assert one.startswith("identical steers merged into one"), one
     assert describe_steers(["a", "b"], ["b"], numbers=[(0, 0), (1, 0)]).startswith("1 steer(s) replaced")
     assert describe_steers(["a", "b"], ["b"]) == "1 steer(s) lost: 'a'"
+    # In number order but nothing replaced: a reorder, not the numbering.
+    assert describe_steers(["a", "b"], ["b", "a"], numbers=[(0, 1), (1, 0)]).startswith("steers returned last-in")
 
 
 def test_a_dropped_steer_is_not_called_aliasing_or_a_cache() -> None:

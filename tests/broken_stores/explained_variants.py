@@ -408,3 +408,22 @@ BROKEN += [
     BrokenStore("chat-newest-first", "messages newest first", "LPUSH + LRANGE 0 -1", "items_round_trip_exactly",
                 "items came back newest first", chat_histories(_chat_opener(NewestFirstChat))),
 ]
+
+
+class LimitPlusOne(MemorySession):
+    """``get_items(limit)`` returns one item more than asked: ``items[-limit - 1:]``.
+
+    In the wild: an off-by-one in a slice or ``LIMIT :n + 1`` kept from a pager that
+    fetches one more row to know whether there is a next page, and does not drop it.
+    """
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        items = await super().get_items()
+        return items if limit is None else items[-limit - 1:] if limit else []
+
+
+BROKEN += [
+    BrokenStore("items-limit-plus-one", "get_items(limit) returns limit + 1 items",
+                "a pager's LIMIT n + 1 kept; an off-by-one slice", "get_items_gives_the_latest",
+                "more than the limit", item_sessions(_item_opener(LimitPlusOne))),
+]

@@ -320,9 +320,8 @@ def numbered_alike(sent: Sequence[str], got: Sequence[str], numbers: Sequence[tu
     keyed: dict[int, tuple[int, str]] = {}
     for text, (handle, n) in zip(sent, numbers, strict=True):
         keyed[n] = (handle, text)
-    replaced = len(keyed) < len(sent)
-    handles = {h for h, _ in numbers}
-    return replaced and len(handles) > 1 and [keyed[n][1] for n in sorted(keyed)] == list(got)
+    # A handle never reuses a number, so a number held twice was held by two handles.
+    return len(keyed) < len(sent) and [keyed[n][1] for n in sorted(keyed)] == list(got)
 
 
 def describe_steers(sent: Sequence[str], got: Sequence[str],
