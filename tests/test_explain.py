@@ -222,6 +222,10 @@ def test_items_from_elsewhere_are_said_to_come_from_there() -> None:
     assert line == ("1 item(s) came back that belong to this session before a clear or pop took them, "
                     "not to what this session holds now")
     assert "belong to session 'x'" in describe_items([a], [a, c], {"session 'x'": [c]})
+    d = {"role": "user", "content": "d"}
+    mixed = describe_items([a], [a, b, c, d], {"session 'x'": [c], "this session before its clear": [b]})
+    assert mixed == ("3 item(s) came back that are not this session's: they belong 1 to session 'x', 1 to this "
+                     "session before its clear, 1 never added anywhere"), mixed
 
 
 def test_twin_items_dropped_are_named_as_deduplicated() -> None:

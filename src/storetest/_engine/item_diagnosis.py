@@ -161,6 +161,18 @@ def describe_items(sent: Sequence[object], got: object, elsewhere: Mapping[str, 
     for where, items in (elsewhere or {}).items():
         if set(extra) <= set(_keys(items)):
             return f"{len(extra)} item(s) came back that belong to {where}, not to what this session holds now"
+    # From several places, or some from nowhere the caller knows: say each.
+    found, left = [], list(extra)
+    for where, items in (elsewhere or {}).items():
+        known = set(_keys(items))
+        here = [k for k in left if k in known]
+        if here:
+            found.append(f"{len(here)} to {where}")
+            left = [k for k in left if k not in known]
+    if found:
+        never = f", {len(left)} never added anywhere" if left else ""
+        return (f"{len(extra)} item(s) came back that are not this session's: they belong "
+                + ", ".join(found) + never)
     return f"{len(extra)} item(s) that were never added came back"
 
 
