@@ -281,6 +281,16 @@ def test_steers_two_handles_numbered_alike_are_named_as_replaced() -> None:
     assert "replaced" not in both.violations[0].diagnosis, both.violations[0].diagnosis
 
 
+def test_the_state_machine_names_steers_numbered_alike() -> None:
+    """The model knows which handle added each steer: the shrunk story (two handles, one
+    identical text each) is the numbering, not identical steers merged."""
+    from tests.broken_stores.explained_variants import PerHandleNumbersStore
+
+    report = check(PerHandleNumbersStore, lambda primary: primary.replica(), clauses=["store_matches_model"], seed=7)
+    line = report.results[0].diagnosis.partition("\n")[0]
+    assert "steer(s) replaced: two handles numbered their steers alike" in line, line
+
+
 def test_the_model_tells_numbered_alike_from_identical_steers_merged() -> None:
     """The same texts, one steer lost: through two handles with one number each, it is the
     numbering; through one handle (numbers 0 and 1), identical steers merged."""

@@ -308,7 +308,7 @@ def _per_handle_numbers_replica(primary: PerHandleNumbersStore) -> MemoryStore:
 BROKEN += [
     BrokenStore("memory-steers-numbered-per-handle", "each handle numbers its steers itself; the same number "
                 "replaces", "a sequence counter in the process, or max(seq)+1 cached, with an upsert on (session, "
-                "seq)", "store_matches_model", "two handles numbered their steers alike",
+                "seq)", "steers_are_taken_once_across_replicas", "two handles numbered their steers alike",
                 _per_handle_numbers, replica=_per_handle_numbers_replica),
 ]
 
