@@ -677,6 +677,15 @@ bytes, a window of both values, and both lengths. The catalogue is
 | kind of layer | the line a store author reads |
 |---|---|
 {rows}
+
+Beyond text, a line names what happened to a list, an item or a queue, comparing with
+what the clause knows (the previous transcript, the calls it made and their order, the
+batches it added, what other sessions hold, which handle added each steer). The words
+each such line carries, from `storetest._engine.explain.SHAPES`:
+
+| about | the words in the line |
+|---|---|
+{shapes}
 """
 
 
@@ -684,7 +693,8 @@ def render_failures() -> list[str]:
     explain = importlib.import_module("storetest._engine.explain")
     bar = "\\|"
     rows = "\n".join(f"| {t.family} | {t.line.replace('|', bar)} |" for t in explain.TRANSFORMS)
-    return FAILURE_PROSE.format(rows=rows).splitlines()
+    shapes = "\n".join(f"| {about} | {words.replace('|', bar)} |" for about, words in explain.SHAPES)
+    return FAILURE_PROSE.format(rows=rows, shapes=shapes).splitlines()
 
 
 def _shown(text: str) -> str:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from storetest import Message, check, item_sessions
-from storetest._engine.diagnosis import describe_text, describe_transcript
+from storetest._engine.diagnosis import describe_steers, describe_text, describe_transcript
 from storetest._engine.explain import TRANSFORMS, explain_text, minimal_diff, truncation
-from storetest._engine.item_diagnosis import describe_items, describe_limit
+from storetest._engine.item_diagnosis import describe_item, describe_items, describe_limit
 from tests.broken_stores import registry
 
 #: For each transform's line, a value it changes in a way no earlier transform does.
@@ -222,6 +222,10 @@ def test_items_from_elsewhere_are_said_to_come_from_there() -> None:
     assert line == ("1 item(s) came back that belong to this session before a clear or pop took them, "
                     "not to what this session holds now")
     assert "belong to session 'x'" in describe_items([a], [a, c], {"session 'x'": [c]})
+    d = {"role": "user", "content": "d"}
+    mixed = describe_items([a], [a, b, c, d], {"session 'x'": [c], "this session before its clear": [b]})
+    assert mixed == ("3 item(s) came back that are not this session's: they belong 1 to session 'x', 1 to this "
+                     "session before its clear, 1 never added anywhere"), mixed
 
 
 def test_twin_items_dropped_are_named_as_deduplicated() -> None:
@@ -239,21 +243,65 @@ def test_a_limit_exceeded_and_a_limit_of_zero_are_named() -> None:
 
 
 def test_steers_lost_through_one_handle_are_said_so() -> None:
-    """Two handles numbering steers each from 0 overwrite each other's: the accounting says
-    every lost steer came through one handle while the other's came back."""
+    """Every lost steer came through one handle while the other's came back, and one of
+    them has no steer of the other handle with its number: not a replacement, said so."""
     from storetest._engine.failures import Check
     from storetest.clauses.steers import _Take, account
 
-    added = ["p-0", "p-1", "a1-0", "a1-1"]  # the prefill through handle 0, adder 1 through handle 1
+    added = ["p-0", "p-1", "p-2", "a1-0", "a1-1"]  # the prefill through handle 0, adder 1 through handle 1
     check = Check(test_steers_lost_through_one_handle_are_said_so)
     account(check, "s", added, [_Take(0, 0.0, 1.0, ["a1-0", "a1-1"])], handles=2)
     (violation,) = check.violations
-    assert violation.diagnosis.startswith("2 steer(s) lost ('p-0', 'p-1';"), violation.diagnosis
+    assert violation.diagnosis.startswith("3 steer(s) lost ('p-0', 'p-1', 'p-2';"), violation.diagnosis
     assert "every lost steer was added through the first handle while the other handle's came back" in \
         violation.diagnosis
+    assert violation.labels == ("lost", "got") and violation.sent == "['p-0', 'p-1', 'p-2']", violation
     one = Check(test_steers_lost_through_one_handle_are_said_so)
     account(one, "s", added, [_Take(0, 0.0, 1.0, ["a1-0", "a1-1"])])
     assert "through the first handle" not in one.violations[0].diagnosis
+
+
+def test_steers_two_handles_numbered_alike_are_named_as_replaced() -> None:
+    """Each lost steer has a taken twin of the other handle with its number in its
+    handle's sequence, and no take held two steers with one number: the accounting names
+    the numbering, not an add that was not committed."""
+    from storetest._engine.failures import Check
+    from storetest.clauses.steers import _Take, account
+
+    added = ["p-0", "p-1", "a1-0", "a1-1"]
+    check = Check(test_steers_two_handles_numbered_alike_are_named_as_replaced)
+    account(check, "s", added, [_Take(0, 0.0, 1.0, ["a1-0", "a1-1"])], handles=2)
+    line = check.violations[0].diagnosis
+    assert line.startswith("2 steer(s) replaced ('p-0', 'p-1', each by another handle's steer with its number): "
+                           "two handles numbered their steers alike"), line
+    assert "not committed" not in line, line
+    # A take holding two steers with one number: a queue keyed by the number cannot.
+    both = Check(test_steers_two_handles_numbered_alike_are_named_as_replaced)
+    account(both, "s", [*added, "p-2"], [_Take(0, 0.0, 1.0, ["p-2", "a1-0", "a1-1", "p-1"])], handles=2)
+    assert "replaced" not in both.violations[0].diagnosis, both.violations[0].diagnosis
+
+
+def test_the_state_machine_names_steers_numbered_alike() -> None:
+    """The model knows which handle added each steer: the shrunk story (two handles, one
+    identical text each) is the numbering, not identical steers merged."""
+    from tests.broken_stores.explained_variants import PerHandleNumbersStore
+
+    report = check(PerHandleNumbersStore, lambda primary: primary.replica(), clauses=["store_matches_model"], seed=7)
+    line = report.results[0].diagnosis.partition("\n")[0]
+    assert "steer(s) replaced: two handles numbered their steers alike" in line, line
+
+
+def test_the_model_tells_numbered_alike_from_identical_steers_merged() -> None:
+    """The same texts, one steer lost: through two handles with one number each, it is the
+    numbering; through one handle (numbers 0 and 1), identical steers merged."""
+    two = describe_steers(["a", "a"], ["a"], numbers=[(0, 0), (1, 0)])
+    assert two.startswith("1 steer(s) replaced: two handles numbered their steers alike"), two
+    one = describe_steers(["a", "a"], ["a"], numbers=[(0, 0), (0, 1)])
+    assert one.startswith("identical steers merged into one"), one
+    assert describe_steers(["a", "b"], ["b"], numbers=[(0, 0), (1, 0)]).startswith("1 steer(s) replaced")
+    assert describe_steers(["a", "b"], ["b"]) == "1 steer(s) lost: 'a'"
+    # In number order but nothing replaced: a reorder, not the numbering.
+    assert describe_steers(["a", "b"], ["b", "a"], numbers=[(0, 1), (1, 0)]).startswith("steers returned last-in")
 
 
 def test_a_dropped_steer_is_not_called_aliasing_or_a_cache() -> None:
@@ -279,3 +327,180 @@ def test_a_clear_that_empties_another_session_is_named_as_a_clear_by_pattern() -
     report = check(item_sessions(_opener(ClearByPrefix)), clauses=["item_history_matches_model"], seed=1)
     line = report.results[0].diagnosis.partition("\n")[0]
     assert "emptied this session too (a clear by key pattern or prefix" in line, line
+
+
+# --- a type or role mapped to another, fields, numbers --------------------------------------------
+
+
+def test_a_message_kind_mapped_to_another_is_named() -> None:
+    tool = {"type": "tool", "data": {"content": "ok", "type": "tool", "tool_call_id": "c", "name": None}}
+    assert describe_item(tool, {"role": "assistant", "content": "ok"}).startswith(
+        "a type or role mapped to another: a ToolMessage came back as an AIMessage"), describe_item(tool, {})
+    human_as_ai = describe_item({"role": "user", "content": "x"}, {"type": "ai", "data": {"content": "x"}})
+    assert human_as_ai.startswith("a type or role mapped to another: a HumanMessage came back as an AIMessage")
+    line = describe_item({"role": "tool", "content": "x"}, {"role": "assistant", "content": "x"})
+    assert line.startswith("a type or role mapped to another: an item of type 'message', role 'tool' came back "
+                           "as an item of type 'message', role 'assistant'"), line
+    output = {"type": "function_call_output", "call_id": "c", "output": "x"}
+    assert "an item of type 'function_call_output' came back as an item of type 'message', role 'assistant'" in \
+        describe_item(output, {"type": "message", "role": "assistant", "content": "x"})
+
+
+def test_a_field_renamed_defaulted_or_a_number_coerced_is_named() -> None:
+    sent = {"type": "function_call_output", "call_id": "c1", "output": "x"}
+    renamed = describe_item(sent, {"type": "function_call_output", "tool_call_id": "c1", "output": "x"})
+    assert renamed == "at .call_id: the field came back renamed to 'tool_call_id', its value kept", renamed
+    dropped = describe_item(sent, {"type": "function_call_output", "output": "x"})
+    assert dropped == "at .call_id: the key was dropped (it held 'c1')", dropped
+    defaulted = describe_item({"role": "user", "content": "x", "name": "alice"},
+                              {"role": "user", "content": "x", "name": None})
+    assert defaulted.startswith("at .name: 'alice' came back as None, the field's default"), defaulted
+    assert describe_item({"n": True}, {"n": False}).startswith("at .n: True came back as False, the field's default")
+    coerced = describe_item({"n": 1.5}, {"n": "1.5"})
+    assert coerced.startswith("at .n: the number 1.5 came back as the string '1.5': numbers coerced to text"), coerced
+
+
+# --- items: where the lost items were ----------------------------------------------------------
+
+
+def test_lost_items_are_placed_by_position_and_batch() -> None:
+    items = [{"role": "user", "content": str(i)} for i in range(7)]
+    batches = [2, 2, 3]
+    assert describe_items(items, items[:4], batches=batches) == (
+        "the last 3 item(s) were lost: every item after position 3 (batch #2 of 3, whole: an add_items() call "
+        "acknowledged and not kept, or its write overwritten by the next)")
+    assert describe_items(items, items[:2] + items[4:], batches=batches).startswith(
+        "2 item(s) lost of 7: #2 to #3 (batch #1 of 3, whole")
+    assert describe_items(items, items[:3] + items[4:], batches=batches).startswith(
+        "1 item(s) lost of 7: #3 (batch #1 of 3 in part: 1 of its 2 items")
+    across = describe_items(items, items[:3], batches=batches)
+    assert across.startswith("the last 4 item(s) were lost: every item after position 2 (across a batch boundary, "
+                             "from batch #1 to batch #2 of 3: the loss follows positions"), across
+    assert describe_items(items, items[:3]) == "the last 4 item(s) were lost: every item after position 2"
+
+
+def test_a_limited_read_that_starts_past_the_items_is_named() -> None:
+    items = [{"role": "user", "content": str(i)} for i in range(3)]
+    line = describe_limit(items, 2, items[-1:])
+    assert line.startswith("get_items(2) returned only the latest 1 of the 2 items asked for (3 stored): the read "
+                           "started past the items"), line
+    assert describe_limit(items, 1, []).startswith("get_items(1) returned [] (3 stored): the read started past")
+
+
+def test_a_reordered_history_is_one_reshape_not_every_item_changed() -> None:
+    """The round trip compares item by item only when the order was kept."""
+    from tests.broken_stores.explained_variants import NewestFirstItems, _item_opener
+
+    report = check(item_sessions(_item_opener(NewestFirstItems)), clauses=["items_round_trip_exactly"], seed=1)
+    (first, *_) = report.results[0].violations
+    assert first.diagnosis == "items came back newest first (the protocol's order is oldest first)", first
+
+
+# --- labels --------------------------------------------------------------------------------------
+
+
+def test_violation_values_carry_the_label_of_what_they_are() -> None:
+    """sent/got for a round trip; expected/got when the right answer is not what was sent
+    (an empty list expected is never 'sent'); lost/duplicated (else unexpected) for an
+    account; both values printed the same way, aligned."""
+    from storetest._engine.failures import Check, Violation
+
+    check = Check(test_violation_values_carry_the_label_of_what_they_are)
+    check.add("s", "round trip", ["a"], ["b"])
+    check.add("s", "model", expected=["a"], got=["b"])
+    check.add("s", "race", lost=["a"], duplicated=["b"], unexpected=["c"])
+    check.add("s", "race", lost=["a"], unexpected=["c"])
+    check.differs("s", "after a clear", [], ["x"])
+    check.differs("s", "after a write", ["x"], [])
+    check.transcript("s", [], [Message.text("user", "x")])
+    check.steers("s", ["a"], [], expected=True)
+    labels = [v.labels for v in check.violations]
+    assert labels == [("sent", "got"), ("expected", "got"), ("lost", "duplicated"), ("lost", "unexpected"),
+                      ("expected", "got"), ("sent", "got"), ("expected", "got"), ("expected", "got")], labels
+    assert check.violations[1].lines() == ["session 's': model", "    expected: ['a']", "    got:      ['b']"]
+    assert check.violations[0].lines()[1:] == ["    sent: ['a']", "    got:  ['b']"]
+    # A JSON report gives the labels back as a list: the violation is the same.
+    assert Violation("s", "d", "x", "y", ["lost", "duplicated"]) == Violation("s", "d", "x", "y",  # type: ignore[arg-type]
+                                                                              ("lost", "duplicated"))
+
+
+def test_the_report_schema_lists_every_label() -> None:
+    import json
+    from pathlib import Path
+
+    import storetest
+    from storetest._engine.failures import LABELS
+
+    schema = json.loads((Path(storetest.__file__).parent / "report.schema.json").read_text())
+    assert tuple(schema["$defs"]["violation"]["properties"]["labels"]["items"]["enum"]) == LABELS
+
+
+def test_no_clause_labels_a_count_or_a_word_as_sent() -> None:
+    """What the issue found: 'sent: "e.g. lost [...]"' and 'sent: []' for an expected
+    result. No clause builds such a value any more."""
+    import re
+    from pathlib import Path
+
+    import storetest
+
+    for path in (Path(storetest.__file__).parent / "clauses").glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"e\.g\. (lost|duplicated)", text), path
+        assert not re.search(r"sent=f\"", text), path
+
+
+# --- the shapes docs/contract.md lists, each on a value only it explains -------------------------
+
+_M = [Message.text("user", f"m{i}") for i in range(4)]
+_ITEMS = [{"role": "user", "content": str(i)} for i in range(6)]
+
+#: For each of SHAPES' lines, a call whose line carries it.
+SHAPE_SAMPLES: dict[str, Any] = {
+    "messages came back newest first": lambda: describe_transcript(_M, _M[::-1]),
+    "identical messages deduplicated": lambda: describe_transcript([_M[0], _M[0], _M[1]], [_M[0], _M[1]]),
+    "adjacent messages of the same role merged into one": lambda: describe_transcript(
+        _M[:2], [Message("user", _M[0].content + _M[1].content)]),
+    "the save was ignored: the previous transcript is still there": lambda: describe_transcript(_M[:1], _M[1:2],
+                                                                                                _M[1:2]),
+    "appended instead of replaced": lambda: describe_transcript(_M[2:], _M, _M[:2]),
+    "sessions merged: reading": None,  # a clause's line: test_a_case_merge_is_named_as_a_merge_in_the_state_machine
+    "raw JSON re-encoded": lambda: describe_text('{"a":1}', '{"a": 1}'),
+    "items came back newest first": lambda: describe_items(_ITEMS, _ITEMS[::-1]),
+    "identical items deduplicated": lambda: describe_items([_ITEMS[0], _ITEMS[0], _ITEMS[1]], _ITEMS[:2]),
+    "a type or role mapped to another": lambda: describe_item({"role": "tool", "content": "x"},
+                                                              {"role": "assistant", "content": "x"}),
+    "the field came back renamed to": lambda: describe_item({"a": 1}, {"b": 1}),
+    "the field's default": lambda: describe_item({"a": "x"}, {"a": ""}),
+    "numbers coerced to text": lambda: describe_item({"a": 2}, {"a": "2"}),
+    "came back as the integer": lambda: describe_item({"a": 1.0}, {"a": 1}),
+    "came back as the float": lambda: describe_item({"a": 2**53 + 1}, {"a": float(2**53 + 1)}),
+    "item(s) came back that belong to": lambda: describe_items(_ITEMS[:1], _ITEMS[:2], {"session 'x'": _ITEMS}),
+    "every session holds the items of every other": None,  # the isolation clause's: items-one-list-for-every-session
+    "every item after position": lambda: describe_items(_ITEMS, _ITEMS[:2]),
+    "whole: an add_items() call acknowledged and not kept": lambda: describe_items(
+        _ITEMS, _ITEMS[:3] + _ITEMS[5:], batches=[3, 2, 1]),
+    "in part": lambda: describe_items(_ITEMS, _ITEMS[:1] + _ITEMS[2:], batches=[3, 3]),
+    "across a batch boundary": lambda: describe_items(_ITEMS, _ITEMS[:2] + _ITEMS[4:], batches=[3, 3]),
+    "LIMIT 0 read as no limit": lambda: describe_limit(_ITEMS, 0, _ITEMS),
+    "the read started past the items": lambda: describe_limit(_ITEMS, 3, _ITEMS[-1:]),
+    "returned the oldest": lambda: describe_limit(_ITEMS, 2, _ITEMS[:2]),
+    "two handles numbered their steers alike": lambda: describe_steers(["a", "b"], ["b"], [(0, 0), (1, 0)]),
+    "identical steers merged into one": lambda: describe_steers(["a", "a"], ["a"]),
+    "steers returned last-in-first-out": lambda: describe_steers(["a", "b", "c"], ["c", "b", "a"]),
+    "a take capped by a page size or a byte budget": lambda: describe_steers(["a", "b"], ["a"]),
+}
+
+
+def test_every_shape_docs_list_has_a_sample() -> None:
+    from storetest._engine.explain import SHAPES
+
+    assert [words for _, words in SHAPES] == list(SHAPE_SAMPLES)
+
+
+@pytest.mark.parametrize("words", [w for w, make in SHAPE_SAMPLES.items() if make is not None])
+def test_each_shape_names_itself(words: str) -> None:
+    line = SHAPE_SAMPLES[words]()
+    assert words in line, line
+    # Only its own words: no other shape's line explains this value too.
+    others = [w for w in SHAPE_SAMPLES if w != words and w in line and w not in words and words not in w]
+    assert not others, (line, others)

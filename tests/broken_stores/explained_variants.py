@@ -14,11 +14,27 @@ import json
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from reference_stores.memory import MemoryStore
-from storetest.contract import Content, Message, Text, ToolCall, ToolResult, check_messages, check_session_id
+from storetest import chat_histories, item_sessions
+from storetest.contract import (
+    Content,
+    Message,
+    Text,
+    ToolCall,
+    ToolResult,
+    check_messages,
+    check_session_id,
+    check_steer_text,
+)
 from tests.broken_stores import BrokenStore
+from tests.broken_stores.chat_variants import MemoryChatHistory
+from tests.broken_stores.chat_variants import _opener as _chat_opener
+from tests.item_histories import MemorySession, backend_for
 
 
 class _TextLayerStore(MemoryStore):
@@ -245,3 +261,169 @@ BROKEN += [
                 SteersNeedATranscriptStore),
 ]
 
+
+
+class PerHandleNumbersStore(MemoryStore):
+    """Each steer stored under a sequence number the handle counts itself, per session,
+    with an upsert: two handles adding to one session number their steers alike, and
+    the later steer replaces the earlier one with the same number. Takes return the
+    steers in number order.
+
+    In the wild: ``seq = next(self._counter)`` (or ``max(seq) + 1`` read once and cached
+    in the handle) and ``INSERT ... ON CONFLICT (session, seq) DO UPDATE``, ``HSET
+    steers:<id> <seq> <text>``: right with one process, wrong with two.
+    """
+
+    def __init__(self, backend: Any = None) -> None:
+        super().__init__(backend)
+        self._next: dict[str, int] = {}
+
+    def replica(self) -> MemoryStore:
+        return PerHandleNumbersStore(self.backend)
+
+    def _numbered(self) -> dict[str, dict[int, str]]:
+        # The numbered queues live beside the backend's own data, shared by its handles.
+        queues: dict[str, dict[int, str]] = self.backend.__dict__.setdefault("numbered_steers", {})
+        return queues
+
+    async def add_steer(self, session: str, text: str) -> None:
+        session, text = check_session_id(session), check_steer_text(text)
+        n = self._next.get(session, 0)
+        self._next[session] = n + 1
+        self._numbered().setdefault(session, {})[n] = text
+
+    async def take_steers(self, session: str) -> list[str]:
+        queue = self._numbered().pop(check_session_id(session), {})
+        return [queue[n] for n in sorted(queue)]
+
+
+def _per_handle_numbers() -> PerHandleNumbersStore:
+    return PerHandleNumbersStore()
+
+
+def _per_handle_numbers_replica(primary: PerHandleNumbersStore) -> MemoryStore:
+    return primary.replica()
+
+
+BROKEN += [
+    BrokenStore("memory-steers-numbered-per-handle", "each handle numbers its steers itself; the same number "
+                "replaces", "a sequence counter in the process, or max(seq)+1 cached, with an upsert on (session, "
+                "seq)", "steers_are_taken_once_across_replicas", "two handles numbered their steers alike",
+                _per_handle_numbers, replica=_per_handle_numbers_replica),
+]
+
+
+# --- item and chat histories: reshapes and kinds, each named by its first line -----------
+
+
+class NewestFirstItems(MemorySession):
+    """``get_items()`` returns the history newest first.
+
+    In the wild: ``ORDER BY id DESC`` kept from the query that serves ``pop_item``; a
+    Redis list written with ``LPUSH`` and read with ``LRANGE 0 -1``.
+    """
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        return (await super().get_items(limit))[::-1]
+
+
+class DeduplicatingItems(MemorySession):
+    """An item identical to one already in the history is not added again.
+
+    In the wild: a UNIQUE constraint on (session, item hash) with ``ON CONFLICT DO
+    NOTHING``, meant to make retried writes idempotent.
+    """
+
+    async def add_items(self, items: list[Any]) -> None:
+        seen = {json.dumps(i, sort_keys=True) for i in self.items}
+        fresh = []
+        for item in items:
+            if json.dumps(item, sort_keys=True) not in seen:
+                seen.add(json.dumps(item, sort_keys=True))
+                fresh.append(item)
+        await super().add_items(fresh)
+
+
+class OneListForEverySession(MemorySession):
+    """Every session's items in one list: ``items`` a class attribute, so every instance,
+    whatever its ``session_id``, appends to and reads the same list.
+
+    In the wild: ``class MySession: items = []`` (a mutable class attribute where
+    ``self.items = []`` in ``__init__`` was meant).
+    """
+
+    shared: ClassVar[dict[int, list[Any]]] = {}
+
+    def __init__(self, backend: Any, session_id: str) -> None:
+        super().__init__(backend, session_id)
+        self.items = self.shared.setdefault(id(backend), [])
+
+
+def _item_opener(cls: type[MemorySession]) -> Any:
+    async def outer(tmp_path: Path) -> Any:
+        backend = backend_for(tmp_path)
+        if cls is OneListForEverySession:
+            OneListForEverySession.shared.pop(id(backend), None)  # a new backend, a new list
+        return lambda session_id: cls(backend, session_id)
+
+    outer.__name__ = outer.__qualname__ = f"{cls.__name__}_sessions"
+    return outer
+
+
+class ToolMessagesAsAI(MemoryChatHistory):
+    """A ``ToolMessage`` stored as an ``AIMessage`` with its content: the history keeps
+    a role column with two values, human and ai, and maps everything else to ai.
+
+    In the wild: a table with ``is_user BOOLEAN`` or a ``role IN ('human', 'ai')``
+    check, and a converter that writes any non-human message as ai.
+    """
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        super().add_messages([AIMessage(content=m.content, id=m.id) if isinstance(m, ToolMessage) else m
+                              for m in messages])
+
+
+class NewestFirstChat(MemoryChatHistory):
+    """``messages`` newest first (``LPUSH`` and ``LRANGE 0 -1``)."""
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        return super().messages[::-1]
+
+
+BROKEN += [
+    BrokenStore("items-newest-first", "get_items() returns the history newest first",
+                "ORDER BY id DESC; LPUSH + LRANGE 0 -1", "items_round_trip_exactly",
+                "items came back newest first", item_sessions(_item_opener(NewestFirstItems))),
+    BrokenStore("items-deduplicated", "an item identical to one in the history is not added again",
+                "UNIQUE (session, item hash) with ON CONFLICT DO NOTHING", "items_keep_their_order",
+                "identical items deduplicated", item_sessions(_item_opener(DeduplicatingItems))),
+    BrokenStore("items-one-list-for-every-session", "every session's items in one class-level list",
+                "a mutable class attribute (items = []) where an instance attribute was meant",
+                "item_sessions_are_isolated", "every session holds the items of every other",
+                item_sessions(_item_opener(OneListForEverySession))),
+    BrokenStore("chat-tool-messages-as-ai", "a ToolMessage stored as an AIMessage",
+                "a role column that holds human or ai, everything else written as ai", "items_round_trip_exactly",
+                "a ToolMessage came back as an AIMessage", chat_histories(_chat_opener(ToolMessagesAsAI))),
+    BrokenStore("chat-newest-first", "messages newest first", "LPUSH + LRANGE 0 -1", "items_round_trip_exactly",
+                "items came back newest first", chat_histories(_chat_opener(NewestFirstChat))),
+]
+
+
+class LimitPlusOne(MemorySession):
+    """``get_items(limit)`` returns one item more than asked: ``items[-limit - 1:]``.
+
+    In the wild: an off-by-one in a slice or ``LIMIT :n + 1`` kept from a pager that
+    fetches one more row to know whether there is a next page, and does not drop it.
+    """
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        items = await super().get_items()
+        return items if limit is None else items[-limit - 1:] if limit else []
+
+
+BROKEN += [
+    BrokenStore("items-limit-plus-one", "get_items(limit) returns limit + 1 items",
+                "a pager's LIMIT n + 1 kept; an off-by-one slice", "get_items_gives_the_latest",
+                "more than the limit", item_sessions(_item_opener(LimitPlusOne))),
+]

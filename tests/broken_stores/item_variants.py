@@ -365,7 +365,8 @@ BROKEN = [
     _broken("items-pop-takes-oldest", "pop_item removes the oldest item", "ORDER BY id LIMIT 1; LPOP for RPOP",
             "pop_item_takes_the_newest", "the oldest", PopTakesTheOldest),
     _broken("items-clear-hides-items", "clear deletes the session row, not the items",
-            "no ON DELETE CASCADE", "clear_session_empties_it", "never added came back", ClearHidesItems),
+            "no ON DELETE CASCADE", "clear_session_empties_it", "belong to this session before its clear",
+            ClearHidesItems),
     _broken("items-unknown-session-raises", "get_items raises for a session with no row",
             "a .one() on the session row", "never_used_item_session_is_empty", "raised KeyError",
             UnknownSessionRaises),
@@ -381,7 +382,7 @@ BROKEN = [
     _broken("items-read-without-order-by", "get_items without ORDER BY", "rows in index order",
             "items_keep_their_order", "different order", ReadWithoutOrderBy),
     _broken("items-pop-leaves-count-stale", "a stored item count that pop_item does not lower",
-            "a counter column or Redis counter key", "pop_item_takes_the_newest", "get_items(1) after pop_item()",
+            "a counter column or Redis counter key", "pop_item_takes_the_newest", "the read started past the items",
             PopLeavesTheCountStale),
 ]
 

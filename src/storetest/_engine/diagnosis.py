@@ -20,6 +20,7 @@ from storetest.contract import Attachment, Content, Message, Text, ToolCall, Too
 from storetest.entries import Compaction, Custom, Entry
 
 __all__ = [
+    "SAME_NUMBERS",
     "describe_backend_refusal",
     "describe_entry",
     "describe_id_merge",
@@ -31,6 +32,7 @@ __all__ = [
     "is_reordered",
     "key_scheme_clash",
     "name_items",
+    "numbered_alike",
     "order_seen",
     "shorten",
 ]
@@ -305,11 +307,37 @@ def _examples(items: Sequence[str], limit: int = 3) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def describe_steers(sent: Sequence[str], got: Sequence[str]) -> str:
-    """What happened to a queue of steers: lost, duplicated, unexpected, out of order."""
+#: What a steer numbered by its handle, not by the database, does: the line's cause.
+SAME_NUMBERS = ("two handles numbered their steers alike: one's steer replaced the other's (a steer's sequence "
+                "number counted per handle, in the process or cached from one read of max(seq), and the steer "
+                "stored under it with an upsert); draw the number from the database (an identity column, INCR)")
+
+
+def numbered_alike(sent: Sequence[str], got: Sequence[str], numbers: Sequence[tuple[int, int]]) -> bool:
+    """Whether ``got`` is ``sent`` stored under each steer's number within its handle
+    (``numbers[i]`` is ``(handle, n)`` for ``sent[i]``), a later steer replacing an
+    earlier one of another handle with the same number, read back in number order."""
+    keyed: dict[int, tuple[int, str]] = {}
+    for text, (handle, n) in zip(sent, numbers, strict=True):
+        keyed[n] = (handle, text)
+    # A handle never reuses a number, so a number held twice was held by two handles.
+    return len(keyed) < len(sent) and [keyed[n][1] for n in sorted(keyed)] == list(got)
+
+
+def describe_steers(sent: Sequence[str], got: Sequence[str],
+                    numbers: Sequence[tuple[int, int]] | None = None) -> str:
+    """What happened to a queue of steers: lost, duplicated, unexpected, out of order.
+
+    :param numbers: which handle added each steer of ``sent`` and how many that handle had
+        added to the session before (``(handle, n)``): steers two handles numbered alike,
+        one replacing the other, are named so, not "lost" or "identical steers merged".
+    """
     sent, got = list(sent), list(got)
     if sent == got:
         return "unchanged"
+    if numbers is not None and numbered_alike(sent, got, numbers):
+        lost = Counter(sent) - Counter(got)
+        return f"{sum(lost.values()) or len(sent) - len(got)} steer(s) replaced: {SAME_NUMBERS}"
     want, have = Counter(sent), Counter(got)
     lost = want - have
     extra = have - want

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["COLUMN_WIDTHS", "TRANSFORMS", "Transform", "explain_text", "minimal_diff", "truncation"]
+__all__ = ["COLUMN_WIDTHS", "SHAPES", "TRANSFORMS", "Transform", "explain_text", "minimal_diff", "truncation"]
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,42 @@ TRANSFORMS: Final[tuple[Transform, ...]] = (
     Transform("charset", "non-ASCII characters replaced by U+FFFD (decoded with errors='replace')",
               _into("ascii", "\ufffd")),
     Transform("charset", "non-ASCII characters dropped (encoded with errors='ignore')", _into("ascii", "")),
+)
+
+#: What is named beyond text: a list reshaped, an item's kind or field changed, where lost
+#: or extra items lie, a queue's steers replaced. Each is ``(what it is about, the words
+#: the line carries)``; the diagnoses in ``storetest._engine.diagnosis`` and
+#: ``item_diagnosis`` (and the clauses that know the calls they made) say them, and
+#: ``tests/test_explain.py`` shows each on a value only it explains.
+SHAPES: Final[tuple[tuple[str, str], ...]] = (
+    ("transcript", "messages came back newest first"),
+    ("transcript", "identical messages deduplicated"),
+    ("transcript", "adjacent messages of the same role merged into one"),
+    ("transcript", "the save was ignored: the previous transcript is still there"),
+    ("transcript", "appended instead of replaced"),
+    ("sessions", "sessions merged: reading"),
+    ("JSON", "raw JSON re-encoded"),
+    ("items", "items came back newest first"),
+    ("items", "identical items deduplicated"),
+    ("items", "a type or role mapped to another"),
+    ("items", "the field came back renamed to"),
+    ("items", "the field's default"),
+    ("items", "numbers coerced to text"),
+    ("items", "came back as the integer"),
+    ("items", "came back as the float"),
+    ("items", "item(s) came back that belong to"),
+    ("items", "every session holds the items of every other"),
+    ("items", "every item after position"),
+    ("items", "whole: an add_items() call acknowledged and not kept"),
+    ("items", "in part"),
+    ("items", "across a batch boundary"),
+    ("items", "LIMIT 0 read as no limit"),
+    ("items", "the read started past the items"),
+    ("items", "returned the oldest"),
+    ("steers", "two handles numbered their steers alike"),
+    ("steers", "identical steers merged into one"),
+    ("steers", "steers returned last-in-first-out"),
+    ("steers", "a take capped by a page size or a byte budget"),
 )
 
 #: Widths that columns, keys and buffers commonly cut at, and where each comes from.

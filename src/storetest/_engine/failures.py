@@ -21,6 +21,7 @@ from storetest._engine.diagnosis import describe_backend_refusal, describe_steer
 from storetest.contract import Message
 
 __all__ = [
+    "LABELS",
     "RAISED",
     "Check",
     "ConformanceFailure",
@@ -44,21 +45,34 @@ def clause_link(clause: str) -> str:
     return f"{CONTRACT_PAGE}#clause-{clause}"
 
 
+#: The labels a violation's two values may carry: what was sent and what came back, or
+#: what a read should have returned, or the lost, duplicated and unexpected of an account.
+LABELS: Final = ("sent", "got", "expected", "lost", "duplicated", "unexpected", "added", "taken")
+
+
 @dataclass(frozen=True)
 class Violation:
-    """One thing a store got wrong: where, what kind of corruption, what went in and out."""
+    """One thing a store got wrong: where, what kind of corruption, and two values, each
+    under the label that says what it is (``sent``/``got`` for a round trip,
+    ``expected``/``got`` for a read whose right answer is not what was sent,
+    ``lost``/``duplicated`` for an account of a race)."""
 
     session: str
     diagnosis: str
     sent: str = ""
     got: str = ""
+    #: What ``sent`` and ``got`` hold (each one of :data:`LABELS`).
+    labels: tuple[str, str] = ("sent", "got")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", tuple(self.labels))  # a JSON report gives a list
 
     def lines(self) -> list[str]:
         out = [f"session {self.session!r}: {self.diagnosis}"]
-        if self.sent:
-            out.append(f"    sent: {self.sent}")
-        if self.got:
-            out.append(f"    got:  {self.got}")
+        width = max(len(label) for label in self.labels) + 1
+        for label, value in zip(self.labels, (self.sent, self.got), strict=True):
+            if value:
+                out.append(f"    {label + ':':<{width}} {value}")
         return out
 
 
@@ -128,15 +142,22 @@ class Check:
         self._run = run
         self.violations: list[Violation] = []
 
-    def add(self, session: str, diagnosis: str, sent: object = None, got: object = None) -> None:
-        self.violations.append(
-            Violation(
-                session,
-                diagnosis,
-                "" if sent is None else shorten(sent, 300),
-                "" if got is None else shorten(got, 300),
-            )
-        )
+    def add(self, session: str, diagnosis: str, sent: object = None, got: object = None, *,
+            expected: object = None, lost: object = None, duplicated: object = None,
+            unexpected: object = None) -> None:
+        """Record a violation. Its two values are ``sent`` and ``got`` (a round trip); or,
+        by keyword, ``expected`` for what the read should have returned when that is not
+        what was sent (an empty list after a clear, the latest items for a limit); or an
+        account's ``lost`` with its ``duplicated`` (else its ``unexpected``, else ``got``).
+        Both values are printed the same way, each cut to 300 characters."""
+        first = [(name, value) for name, value in (("sent", sent), ("expected", expected), ("lost", lost))
+                 if value is not None]
+        second = [(name, value) for name, value in (("duplicated", duplicated), ("unexpected", unexpected),
+                                                    ("got", got)) if value is not None]
+        assert len(first) <= 1, f"one of sent, expected, lost: {[n for n, _ in first]}"
+        (one, a), (two, b) = (first or [("sent", None)])[0], (second or [("got", None)])[0]
+        self.violations.append(Violation(session, diagnosis, "" if a is None else shorten(a, 300),
+                                         "" if b is None else shorten(b, 300), (one, two)))
 
     def call(self, session: str, what: str, work: Any) -> Any:
         """Run ``work`` (a coroutine from a store handle); if the store raises, record
@@ -169,23 +190,37 @@ class Check:
         shown = os.path.relpath(f.filename, os.path.dirname(root.rstrip(os.sep)))
         return f" (at {shown}:{f.lineno} in {f.name})"
 
+    def differs(self, session: str, diagnosis: str, sent: object, got: object,
+                expected: bool = False) -> None:
+        """Record ``diagnosis`` with ``sent`` shown as what was sent, or as what the read
+        should have returned when ``expected`` or when it is empty (nothing was sent: the
+        ``[]`` of a clear, a take, a pop)."""
+        if expected or not sent:
+            self.add(session, diagnosis, expected=sent, got=got)
+        else:
+            self.add(session, diagnosis, sent, got)
+
     def transcript(
-        self, session: str, sent: Sequence[Message], got: object, previous: Sequence[Message] = ()
+        self, session: str, sent: Sequence[Message], got: object, previous: Sequence[Message] = (),
+        expected: bool = False,
     ) -> None:
         if got is RAISED:
             return
         if not isinstance(got, list):
             self.add(session, f"messages() returned {type(got).__name__}, not a list", got=got)
         elif got != list(sent):
-            self.add(session, describe_transcript(sent, got, previous), sent, got)
+            self.differs(session, describe_transcript(sent, got, previous), sent, got, expected)
 
-    def steers(self, session: str, sent: Sequence[str], got: object) -> None:
+    def steers(self, session: str, sent: Sequence[str], got: object, expected: bool = False,
+               numbers: Sequence[tuple[int, int]] | None = None) -> None:
+        """``numbers``: which handle added each steer and how many it had added to the
+        session before (see :func:`describe_steers`)."""
         if got is RAISED:
             return
         if not isinstance(got, list):
             self.add(session, f"take_steers() returned {type(got).__name__}, not a list", got=got)
         elif got != list(sent):
-            self.add(session, describe_steers(sent, got), sent, got)
+            self.differs(session, describe_steers(sent, got, numbers), sent, got, expected)
 
     def raise_if_any(self) -> None:
         if self.violations:

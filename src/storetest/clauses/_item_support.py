@@ -57,14 +57,18 @@ def read(check: Check, t: Target, session: str, handle: Handle | None = None,
 
 
 def expect(check: Check, session: str, sent: Sequence[Item], got: object, what: str = "",
-           short: bool = False, elsewhere: Mapping[str, Sequence[Item]] | None = None) -> bool:
+           short: bool = False, elsewhere: Mapping[str, Sequence[Item]] | None = None,
+           expected: bool = False, batches: Sequence[int] = ()) -> bool:
     """Record a violation unless ``got`` is exactly ``sent`` (type for type); ``short``
-    shows the items' texts instead of the items; ``elsewhere`` is what other sessions
-    hold, or this one held before (see :func:`describe_items`)."""
+    shows the items' texts instead of the items (both the same way); ``elsewhere`` is
+    what other sessions hold, or this one held before (see :func:`describe_items`);
+    ``expected``: ``sent`` is what the read should give, not what was just added (a
+    model's, what is left after a pop), and is labelled so; ``batches``: the sizes of the
+    ``add_items`` calls ``sent`` was added in (lost items are placed among them)."""
     if got is RAISED:
         return False
     if same_items(list(sent), got):
         return True
-    shown = (texts_of(list(sent)), texts_of(got)) if short else (list(sent), got)
-    check.add(session, what + describe_items(sent, got, elsewhere), *shown)
+    one, two = (texts_of(list(sent)), texts_of(got)) if short else (list(sent), got)
+    check.differs(session, what + describe_items(sent, got, elsewhere, batches), one, two, expected)
     return False

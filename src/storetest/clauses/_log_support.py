@@ -66,15 +66,17 @@ def _ids(entries: object) -> object:
     return [e.id for e in entries if isinstance(e, Entry)] if isinstance(entries, list) else entries
 
 
-def _expect_log(check: Check, session: str, sent: Sequence[Entry], got: object, what: str = "") -> bool:
-    """Record a violation unless ``got`` (from ``entries()``) is exactly ``sent``."""
+def _expect_log(check: Check, session: str, sent: Sequence[Entry], got: object, what: str = "",
+                expected: bool = False) -> bool:
+    """Record a violation unless ``got`` (from ``entries()``) is exactly ``sent``;
+    ``expected``: ``sent`` is what the log should hold (a model's), not what was appended."""
     if got is RAISED:
         return False
     if not isinstance(got, list):
         check.add(session, f"entries() returned {type(got).__name__}, not a list", got=got)
         return False
     if got != list(sent):
-        check.add(session, what + describe_log(sent, got), _ids(list(sent)), _ids(got))
+        check.differs(session, what + describe_log(sent, got), _ids(list(sent)), _ids(got), expected)
         return False
     return True
 

@@ -249,8 +249,8 @@ def adk_create_with_an_id_is_exclusive(t: Target) -> None:
         again = _get(check, t.store, p)
         if expect_events(check, p, want, again, "after a second create with its id: ") and \
                 again.state.get("k") != "first":
-            check.add(str(p), "a second create with the same id replaced the session's state", "first",
-                      again.state.get("k"))
+            check.add(str(p), "a second create with the same id replaced the session's state", expected="first",
+                      got=again.state.get("k"))
         for round_ in range(t.profile.race_rounds):
             t.tick()
             if not _racing_creates(t, check, _place(t, f"adk-create-race{round_}"), handles):
@@ -278,12 +278,14 @@ def _racing_creates(t: Target, check: Check, p: _Place, handles: Any) -> bool:
         errors = {describe_exception(o) for o in outcomes if isinstance(o, Exception)}
         check.add(str(p), f"of 4 racing creates with one id, {len(won)} returned (exactly one must; the others "
                   "raise): the create checks for the id, then inserts, with nothing between them locked"
-                  + (f"; the others raised {shorten(sorted(errors), 200)}" if errors else ""), 1, len(won))
+                  + (f"; the others raised {shorten(sorted(errors), 200)}" if errors else ""),
+                  expected="1 create returned", got=f"{len(won)} creates returned")
         return False
     stored = _get(check, t.store, p)
     if stored not in (None, RAISED) and stored.state.get("winner") != won[0]:
         check.add(str(p), f"the create that returned set winner={won[0]}, the session holds "
-                  f"{shorten(stored.state)}: a losing create overwrote it", won[0], stored.state.get("winner"))
+                  f"{shorten(stored.state)}: a losing create overwrote it", expected=won[0],
+                  got=stored.state.get("winner"))
         return False
     return True
 
@@ -362,7 +364,8 @@ def adk_state_deltas_apply_by_scope(t: Target) -> None:
                     path, a, b = found
                     temp = " (a temp: key was stored)" if path.startswith(f".{TEMP}") else ""
                     check.add(str(p), f"after delta {n} to session {name!r}, session {other!r}'s state differs at "
-                              f"{path}: want {shorten(a, 60)}, got {shorten(b, 60)}{temp}", want, dict(got.state))
+                              f"{path}: want {shorten(a, 60)}, got {shorten(b, 60)}{temp}", expected=want,
+                              got=dict(got.state))
                     return
                 if other == name:
                     events = [dump(e) for e in got.events]
@@ -426,7 +429,7 @@ def adk_sessions_are_isolated(t: Target) -> None:
                 continue
             if got.state.get("owner") != i:
                 check.add(str(p), f"session #{i} holds session #{got.state.get('owner')}'s state: two ids "
-                          "are one session", i, got.state.get("owner"))
+                          "are one session", expected=f"owner {i}", got=f"owner {got.state.get('owner')}")
                 continue
             expect_events(check, p, want, got, f"session #{i}: ")
         for reason, which in refused.items():
@@ -494,14 +497,14 @@ def adk_list_sessions_lists_the_users(t: Target) -> None:
             _create(check, t.store, _Place(a, u, t.new_session("theirs")))
         listed = check.call(user, "list_sessions()", t.store.call("list_sessions", app, user))
         if listed is not RAISED and sorted(s.id for s in listed) != sorted(mine):
-            check.add(user, "list_sessions() did not list exactly the user's sessions", sorted(mine),
-                      sorted(s.id for s in listed))
+            check.add(user, "list_sessions() did not list exactly the user's sessions", expected=sorted(mine),
+                      got=sorted(s.id for s in listed))
         if check.call(user, "delete_session()", t.store.call("delete_session", app, user, mine[0])) is RAISED:
             return
         listed = check.call(user, "list_sessions() after a delete", t.store.call("list_sessions", app, user))
         if listed is not RAISED and sorted(s.id for s in listed) != sorted(mine[1:]):
-            check.add(user, "list_sessions() after deleting one session", sorted(mine[1:]),
-                      sorted(s.id for s in listed))
+            check.add(user, "list_sessions() after deleting one session", expected=sorted(mine[1:]),
+                      got=sorted(s.id for s in listed))
         nobody = t.new_session("nobody")
         listed = check.call(nobody, "list_sessions() of a user with none", t.store.call("list_sessions", app, nobody))
         if listed is not RAISED and listed:

@@ -374,19 +374,21 @@ def _judge_saves(check: Check, run: _Run, r: Target, life: Life, k: int) -> None
             run.figures["saves in flight that did not land"] += 1
     elif which is None:
         check.add(session, f"after a kill, the transcript is no save's: {len(got)} message(s), a save "
-                  "landed in part (old or new, never a mix)", _texts(_transcript(before)), _texts(got))
+                  "landed in part (old or new, never a mix)", expected=_texts(_transcript(before)), got=_texts(got))
         return
     elif which in acked[:-1] or which == state.current:
         check.add(session, f"an acknowledged save is missing after a kill: the transcript is an earlier "
-                  f"save's (#{which}), not that of save #{before}, which had returned", before, which)
+                  f"save's (#{which}), not that of save #{before}, which had returned", expected=f"save #{before}",
+                  got=f"save #{which}")
         return
     elif which == -1:
         check.add(session, f"after a kill, the transcript is empty, though save #{before} had returned: a save "
-                  "landed in part (its delete committed before its inserts)", before, [])
+                  "landed in part (its delete committed before its inserts)", expected=_texts(_transcript(before)),
+                  got=[])
         return
     else:
         check.add(session, f"after a kill, the transcript is save #{which}'s, neither the last acknowledged "
-                  f"(#{before}) nor the one in flight ({flight})", before, which)
+                  f"(#{before}) nor the one in flight ({flight})", expected=f"save #{before}", got=f"save #{which}")
         return
     mine = 1_000_000 + 2 * k + (1 if (1_000_000 + 2 * k) % 11 == 5 else 0)
     if _call(check, r, session, "the next save()", r.store.save(session, _transcript(mine))) is _RAISED:
@@ -434,7 +436,7 @@ def _judge_steers(check: Check, run: _Run, r: Target, life: Life, k: int) -> Non
         if _takes(n):
             if a["s"] != queued:
                 check.add(session, f"take_steers() #{n} returned {shorten(a['s'])}, the queue held "
-                          f"{shorten(queued)}", queued, a["s"])
+                          f"{shorten(queued)}", expected=queued, got=a["s"])
                 return
             state.taken.update(a["s"])
             queued = []
@@ -451,7 +453,7 @@ def _judge_steers(check: Check, run: _Run, r: Target, life: Life, k: int) -> Non
     if back:
         check.add(session, f"a taken steer came back after a kill: {shorten(back)} had been returned by an "
                   "acknowledged take_steers() and were queued again (the take returned before its delete "
-                  "was durable)", [], back)
+                  "was durable)", expected=[], got=back)
         return
     if drained not in allowed:
         lost = [s for s in queued if s not in drained]
@@ -462,7 +464,7 @@ def _judge_steers(check: Check, run: _Run, r: Target, life: Life, k: int) -> Non
             what = f"{len(lost)} acknowledged steer(s) lost after a kill ({shorten(lost)})"
         else:
             what = "after a kill the queue held steers never added, or out of order"
-        check.add(session, what, queued, drained)
+        check.add(session, what, expected=queued, got=drained)
         return
     if flight is not None and _takes(flight) and queued:
         run.figures["takes in flight that removed the queue" if drained == [] else
@@ -517,7 +519,7 @@ def _judge_log(check: Check, run: _Run, r: Target, life: Life, k: int) -> None:
         run.figures["batches in flight that landed whole"] += 1
     else:
         check.add(session, _describe_log_crash(state.verified, acked, flight, got),
-                  [e.id for e in want], [getattr(e, "id", e) for e in got])
+                  expected=[e.id for e in want], got=[getattr(e, "id", e) for e in got])
         return
     mine = [Entry.message(f"after-kill-{k}", None, T0, Message.text("user", f"appended after kill {k}"))]
     if _call(check, r, session, "the next append()", r.store.call("append", session, mine)) is _RAISED:
@@ -525,7 +527,8 @@ def _judge_log(check: Check, run: _Run, r: Target, life: Life, k: int) -> None:
     back = _call(check, r, session, "entries()", r.store.call("entries", session))
     if back is not _RAISED and back != got + mine:
         check.add(session, "the first append after a kill did not land as appended: "
-                  + describe_log(got + mine, back), [e.id for e in got + mine], [getattr(e, "id", e) for e in back])
+                  + describe_log(got + mine, back), expected=[e.id for e in got + mine],
+                  got=[getattr(e, "id", e) for e in back])
     state.verified = got + mine
     if (k + 1) % _LIVES_PER_SESSION == 0:
         run.session, state.verified = run.t.new_session("crash-log"), []  # a new log: reads stay small
@@ -606,15 +609,15 @@ def _judge_items(check: Check, run: _Run, r: Target, life: Life, k: int) -> None
             if isinstance(got, list) else got
         check.add(session, "after a kill the history is neither what was acknowledged nor that plus the call "
                   "in flight: a batch in part, an item changed, or an acknowledged call missing",
-                  [str(i["content"])[:14] for i in model], names)
+                  expected=[str(i["content"])[:14] for i in model], got=names)
         return
     mine = [{"role": "user", "content": f"added after kill {k}"}]
     if _call(check, r, session, "the next add_items()", r.store.call("add_items", session, mine)) is _RAISED:
         return
     back = _call(check, r, session, "get_items()", r.store.call("get_items", session, None))
     if back is not _RAISED and not same_items(got + mine, back):
-        check.add(session, "the first add_items() after a kill did not land as added", len(got) + 1,
-                  len(back) if isinstance(back, list) else back)
+        check.add(session, "the first add_items() after a kill did not land as added",
+                  expected=f"{len(got) + 1} items", got=f"{len(back)} items" if isinstance(back, list) else back)
     state.verified = got + mine
     if (k + 1) % _LIVES_PER_SESSION == 0:
         run.session, state.verified = run.t.new_session("crash-items"), []

@@ -50,9 +50,9 @@ def item_history_matches_model(t: Target) -> None:
             out["this session before a clear or pop took them"] = self.gone[session]
             return out
 
-        def _fail(self, session: str, diagnosis: str, sent: object = None, got: object = None) -> None:
+        def _fail(self, session: str, diagnosis: str, expected: object = None, got: object = None) -> None:
             check = Check(item_history_matches_model)
-            check.add(session, diagnosis, sent, got)
+            check.add(session, diagnosis, expected=expected, got=got)
             check.raise_if_any()
 
         @rule(s=which, h=handle, batch=values.model_batches)
@@ -103,16 +103,16 @@ def item_history_matches_model(t: Target) -> None:
                 if got == [] and self.model[session] and self.last_clear not in ("", session):
                     check.add(session, f"the clear of session {self.last_clear!r} emptied this session too "
                               "(a clear by key pattern or prefix: SCAN MATCH id*, DELETE ... LIKE 'id%')",
-                              self.model[session], got)
+                              expected=self.model[session], got=got)
                     continue
-                expect(check, session, self.model[session], got, elsewhere=self._elsewhere(session))
+                expect(check, session, self.model[session], got, elsewhere=self._elsewhere(session), expected=True)
             # A limited read too, of every session: limits are where a stale count or offset shows.
             for session in self.sessions if values.limits else ():
                 for limit in (1, 2):
                     got = t.run(handles[0].call("get_items", session, limit))
                     if not same_items(self.model[session][-limit:], got):
                         check.add(session, describe_limit(self.model[session], limit, got),
-                                  self.model[session][-limit:], got)
+                                  expected=self.model[session][-limit:], got=got)
             check.raise_if_any()
 
     settings = hypothesis_settings(t, scale=0.5, steps=t.profile.model_steps)

@@ -43,8 +43,8 @@ def _account(check: Check, session: str, want: list[object], got: list[object], 
     if lost or duplicated or unexpected:
         check.add(session, f"{what}: {len(lost)} lost, {len(duplicated)} duplicated, {len(unexpected)} "
                   f"unexpected of {len(want)} [lost={len(lost)} duplicated={len(duplicated)} "
-                  f"unexpected={len(unexpected)}]", f"e.g. lost {lost[:3]}" if lost else len(want),
-                  f"e.g. duplicated {duplicated[:3]}" if duplicated else got)
+                  f"unexpected={len(unexpected)}]", lost=lost[:3] or None, duplicated=duplicated[:3] or None,
+                  unexpected=unexpected[:3] or None)
         return False
     return True
 
@@ -134,8 +134,8 @@ def clear_racing_add_lands_before_or_after(t: Target) -> None:
                 return
             if not (same_items([], got) or same_items(new, got)):
                 check.add(session, "after clear_session() raced add_items(), the session is neither empty nor "
-                          "exactly the new batch: the clear and the add interleaved", "[] or " + str(texts_of(new)),
-                          texts_of(got))
+                          "exactly the new batch: the clear and the add interleaved",
+                          expected=f"[] or {texts_of(new)}", got=str(texts_of(got)))
                 return
 
 

@@ -44,7 +44,7 @@ def log_store_matches_model(t: Target) -> None:
 
         def _compare(self, session: str, got: object) -> None:
             check = Check(log_store_matches_model)
-            _expect_log(check, session, self.logs[session], got)
+            _expect_log(check, session, self.logs[session], got, expected=True)
             check.raise_if_any()
 
         @rule(which=index, handle=which_handle, data=st.data())
@@ -74,7 +74,8 @@ def log_store_matches_model(t: Target) -> None:
                 got = t.run(handles[handle].call("entries", session))
                 if got != self.logs[session]:
                     check.add(session, f"the refused batch (with {what}) was partly written: "
-                              + describe_log(self.logs[session], got), _ids(self.logs[session]), _ids(got))
+                              + describe_log(self.logs[session], got), expected=_ids(self.logs[session]),
+                              got=_ids(got))
             else:
                 check.add(session, f"a batch with {what} was accepted")
             check.raise_if_any()

@@ -88,7 +88,7 @@ def _account(check: Check, session: str, root: list[Entry], acked: list[list[Ent
             + " "
             f"[lost={len(lost)} duplicated={len(duplicated)} unexpected={len(unexpected)} of "
             f"{len(want)} acknowledged]" + (f": {why}" if why else ""),
-            sent=f"{len(want)} entries, e.g. lost {lost[:4]}" if lost else f"{len(want)} entries",
+            lost=lost[:4] or None, duplicated=duplicated[:4] or None, unexpected=unexpected[:4] or None,
             got=_ids(got),
         )
     position = {e.id: i for i, e in enumerate(got) if isinstance(e, Entry)}

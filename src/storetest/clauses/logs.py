@@ -190,7 +190,7 @@ def _refused(check: Check, t: Target, session: str, before: list[Entry], what: s
             check.add(session, f"a batch with {what} was accepted without an error (and not written)")
         if got != before:
             check.add(session, "the log came back changed, ids intact: " + describe_log(before, got),
-                      _ids(before), ids)
+                      expected=_ids(before), got=ids)
         before[:] = [e for e in got if isinstance(e, Entry)]
         return
     new_ids = [i for i in ids if i not in before_ids or ids.count(i) > before_ids.count(i)]
@@ -211,7 +211,7 @@ def _refused(check: Check, t: Target, session: str, before: list[Entry], what: s
     else:
         check.add(session, f"the refused batch was partly written: {len(landed)} of its {len(batch)} "
                   f"entries landed ({', '.join(repr(e.id) for e in landed)}; {what}); check the whole "
-                  "batch, then write it in one transaction", _ids(before), ids)
+                  "batch, then write it in one transaction", expected=_ids(before), got=ids)
     # Carry on from what the store now holds, so one bad batch does not hide the next.
     before[:] = [e for e in got if isinstance(e, Entry)]
 

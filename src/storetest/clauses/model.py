@@ -52,6 +52,10 @@ def store_matches_model(t: Target) -> None:
             self.sessions = [prefix + s for s in ("a", "A", "a ", "é", "e\u0301")]
             self.transcripts: dict[str, list[Message]] = {}
             self.steers: dict[str, list[str]] = {}
+            # For each queued steer, its handle and how many steers that handle had added to
+            # the session before it: steers two handles numbered alike are named so.
+            self.numbers: dict[str, list[tuple[int, int]]] = {}
+            self.added: Counter[tuple[str, int]] = Counter()
             self.written: dict[str, int] = {}  # session -> the step that last wrote it
             self.step = 0
 
@@ -73,15 +77,18 @@ def store_matches_model(t: Target) -> None:
                     return other
             return None
 
-        def _check(self, session: str, kind: str, sent: Any, got: Any) -> None:
+        def _check(self, session: str, kind: str, sent: Any, got: Any,
+                   numbers: list[tuple[int, int]] | None = None) -> None:
             check = Check(store_matches_model)
             other = self._merged_with(session, kind, sent, got) if got != sent else None
             if other is not None:
                 what = "the transcript saved to" if kind == "transcript" else "steers left for"
                 check.add(session, f"sessions merged: reading {session!r} gave {what} {other!r}: "
-                          + describe_id_merge(session, other), sent, got)
+                          + describe_id_merge(session, other), expected=sent, got=got)
+            elif kind == "transcript":
+                check.transcript(session, sent, got, expected=True)
             else:
-                (check.transcript if kind == "transcript" else check.steers)(session, sent, got)
+                check.steers(session, sent, got, expected=True, numbers=numbers)
             check.raise_if_any()
 
         @rule(which=index, handle=which_handle, transcript=strategies.model_transcripts)
@@ -106,6 +113,8 @@ def store_matches_model(t: Target) -> None:
             note(f"handle {handle}: add_steer({session!r}, {text!r})")
             t.run(handles[handle].add_steer(session, text))
             self.steers.setdefault(session, []).append(text)
+            self.numbers.setdefault(session, []).append((handle, self.added[session, handle]))
+            self.added[session, handle] += 1
             self._wrote(session)
 
         @precondition(lambda self: steers)
@@ -114,7 +123,7 @@ def store_matches_model(t: Target) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: take_steers({session!r})")
             got = t.run(handles[handle].take_steers(session))
-            self._check(session, "steers", self.steers.pop(session, []), got)
+            self._check(session, "steers", self.steers.pop(session, []), got, self.numbers.pop(session, []))
 
         @invariant()
         def first_session_matches(self) -> None:

@@ -82,7 +82,9 @@ def steers_are_taken_once_across_replicas(t: Target) -> None:
     order, also when takers on both handles race.
 
     Catches a handle that caches "this queue was empty" and stops asking the backend,
-    and locks that only hold within one process or connection; counted as the
+    steers numbered by each handle (two handles' first steers to a session share a
+    number, and one replaces the other), and locks that only hold within one process
+    or connection; counted as the
     single-handle race is (lost, duplicated, unexpected: all zero).
     """
     assert t.replica is not None
@@ -96,6 +98,13 @@ def steers_are_taken_once_across_replicas(t: Target) -> None:
             check.steers(session, ["left through one", "left through two"],
                          check.call(session, "take_steers()", second.take_steers(session)))
             check.steers(session, [], check.call(session, "take_steers()", first.take_steers(session)))
+            # Each handle's first steer to a session: two handles that number steers
+            # themselves, each from zero, give both the same number.
+            fresh = t.new_session("replica-steers-fresh")
+            check.call(fresh, "add_steer()", first.add_steer(fresh, "first through one handle"))
+            check.call(fresh, "add_steer()", second.add_steer(fresh, "then through the other"))
+            check.steers(fresh, ["first through one handle", "then through the other"],
+                         check.call(fresh, "take_steers()", second.take_steers(fresh)), numbers=[(0, 0), (1, 0)])
         if check.violations:
             return
         for round_ in range(t.profile.race_rounds):

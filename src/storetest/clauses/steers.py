@@ -23,6 +23,7 @@ from hypothesis import note
 from hypothesis import strategies as st
 
 from storetest._engine import inputs, strategies
+from storetest._engine.diagnosis import SAME_NUMBERS
 from storetest._engine.failures import RAISED, Check, checking
 from storetest._engine.harness import Handle, Target
 from storetest.clauses._registry import clause
@@ -57,7 +58,7 @@ def steers_are_taken_in_order_exactly_once(t: Target) -> None:
             second = check.call(session, "take_steers()", t.store.take_steers(session))
             if second and second is not RAISED:
                 check.add(session, "steers taken twice: the second take returned steers again "
-                          "(the take read the queue but did not delete it)", [], second)
+                          "(the take read the queue but did not delete it)", expected=[], got=second)
 
     @examples(t, st.lists(st.lists(strategies.steer_texts, max_size=5), min_size=1, max_size=3))
     def example(batches: list[list[str]]) -> None:
@@ -153,6 +154,25 @@ def _shared(lost: list[str], added: list[str], handles: int) -> str:
     return ""
 
 
+def _numbered_alike(lost: list[str], added: list[str], takes: list[_Take], handles: int) -> bool:
+    """Whether the lost steers look replaced by another handle's steer with the same number
+    in its handle's sequence (the order :func:`steer_race` saw each handle's adds end):
+    each lost steer has a taken twin of another handle with its number, and no take held
+    two steers with one number, as a queue keyed by that number would."""
+    if handles < 2 or not lost:
+        return False
+    counted: Counter[int] = Counter()
+    number: dict[str, tuple[int, int]] = {}
+    for s in added:
+        h = _adding_handle(s, handles)
+        number[s] = (h, counted[h])
+        counted[h] += 1
+    taken = {number[s] for take in takes for s in take.steers if s in number}
+    if not all(any((h, number[s][1]) in taken for h in range(handles) if h != number[s][0]) for s in lost):
+        return False
+    return all(len({number[s][1] for s in take.steers if s in number}) == len(take.steers) for take in takes)
+
+
 def account(check: Check, session: str, added: list[str], takes: list[_Take], handles: int = 1) -> None:
     """Jepsen's total-queue accounting, with duplicates and reordering counted as failures;
     ``handles`` is how many handles :func:`steer_race` added through (lost steers that
@@ -164,10 +184,16 @@ def account(check: Check, session: str, added: list[str], takes: list[_Take], ha
     unexpected = sorted(set(taken) - set(want))
     if lost or duplicated or unexpected:
         parts = []
+        if not duplicated and not unexpected and _numbered_alike(lost, added, takes, handles):
+            parts.append(f"{len(lost)} steer(s) replaced ({_named(lost)}, each by another handle's steer with its "
+                         f"number): {SAME_NUMBERS}")
+            lost_words = ""
+        else:
+            lost_words = "lost"
         if duplicated:
             parts.append(f"{len(duplicated)} steer(s) duplicated ({_named(duplicated)}; handed to two takers: the take "
                          "reads and deletes without a lock, or in two steps)")
-        if lost:
+        if lost and lost_words:
             parts.append(f"{len(lost)} steer(s) lost ({_named(lost)}; acknowledged by add_steer, never taken: a "
                          "take that deletes more than it returns, or an add that was not committed"
                          f"{_shared(lost, added, handles)})")
@@ -177,8 +203,7 @@ def account(check: Check, session: str, added: list[str], takes: list[_Take], ha
             session,
             ", ".join(parts) + f" [lost={len(lost)} duplicated={len(duplicated)} "
             f"unexpected={len(unexpected)} of {len(added)} added, {len(takes)} takes]",
-            sent=f"{len(added)} steers, e.g. lost {lost[:5]}" if lost else f"{len(added)} steers",
-            got=f"duplicated {duplicated[:5]}" + (f", unexpected {unexpected[:5]}" if unexpected else ""),
+            lost=lost[:5] or None, duplicated=duplicated[:5] or None, unexpected=unexpected[:5] or None,
         )
         return
     # Order: one adder's steers go in one after another, so a take that returns steer

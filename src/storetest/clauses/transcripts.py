@@ -377,7 +377,7 @@ def stored_data_is_not_aliased(t: Target) -> None:
             later = read(unknown)
             if later is not RAISED and later != []:
                 check.add(unknown, "a never-used session returned what was appended to another "
-                          "session's empty result (one shared [] for every unknown session)", [], later)
+                          "session's empty result (one shared [] for every unknown session)", expected=[], got=later)
         if t.has("steers"):
             _steer_aliasing(t, check)
 
@@ -438,12 +438,21 @@ def concurrent_saves_leave_one_transcript(t: Target) -> None:
             final = check.call(session, "messages()", t.store.messages(session))
             for seen in [*reads, final]:
                 if seen not in allowed:
-                    check.add(session, _torn(seen, allowed), allowed[1:], seen)
+                    # Both sides as the texts of their messages: one way of printing for each.
+                    check.add(session, _torn(seen, allowed), got=_texts_of(seen),
+                              expected=" or ".join(repr(_texts_of(a)) for a in allowed[1:]))
                     return
             if final == initial:
                 check.add(session, "every concurrent save was lost: the initial transcript remains",
-                          writers, final)
+                          expected=" or ".join(repr(_texts_of(a)) for a in writers), got=_texts_of(final))
                 return
+
+
+def _texts_of(transcript: object) -> object:
+    if not isinstance(transcript, list):
+        return transcript
+    return [" ".join(p.text for p in m.content if isinstance(p, Text)) if isinstance(m, Message) else m
+            for m in transcript]
 
 
 def _torn(seen: object, allowed: list[list[Message]]) -> str:
