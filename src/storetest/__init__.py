@@ -55,6 +55,7 @@ from storetest.contract import (
 if TYPE_CHECKING:
     from storetest._engine.failures import ConformanceFailure, Violation
     from storetest.bindings.adk import adk_sessions
+    from storetest.bindings.langgraph import checkpointers
     from storetest.bindings.langchain import chat_histories
     from storetest.bindings.openai_agents import item_sessions, owned
     from storetest.plugin import run_conformance
@@ -88,6 +89,7 @@ __all__ = [
     "chat_histories",
     "check",
     "check_messages",
+    "checkpointers",
     "check_session_id",
     "check_steer_text",
     "decode_message",
@@ -116,6 +118,7 @@ _LAZY = {
     "chat_histories": "storetest.bindings.langchain",
     "owned": "storetest.bindings.openai_agents",
     "adk_sessions": "storetest.bindings.adk",
+    "checkpointers": "storetest.bindings.langgraph",
 }
 
 
