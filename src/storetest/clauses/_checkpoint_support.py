@@ -47,11 +47,16 @@ def describe_value(sent: object, got: object) -> str:
     return describe_item(sent, got)
 
 
+#: What the last difference found was between, for the failure's sent/got lines.
+_LAST: list[tuple[object, object]] = []
+
+
 def _difference(what: str, sent: object, got: object) -> str | None:
     found = first_difference(sent, got)
     if found is None:
         return None
     path, a, b = found
+    _LAST[:] = [(a, b)]
     return f"{what}{path}: {describe_value(a, b)}"
 
 
@@ -88,11 +93,12 @@ class Sent:
     def __init__(self) -> None:
         self.records: dict[str, Record] = {}
 
-    def put(self, check: Check, t: Target, h: Handle, thread: str, ns: str, parent: str | None,
-            changed: Mapping[str, Any], metadata: Mapping[str, Any] | None = None, *, ts: str | None = None,
-            api: str = "") -> Record | None:
-        """Put a checkpoint whose parent is ``parent`` (its values and versions carried
-        on), with ``changed`` channels at new versions; ``None`` if the saver raised."""
+    def prepare(self, h: Handle, thread: str, ns: str, parent: str | None, changed: Mapping[str, Any],
+                metadata: Mapping[str, Any] | None = None, ts: str | None = None) -> tuple[Record, dict[str, Any],
+                                                                                             dict[str, Any]]:
+        """The record, the checkpoint and its ``new_versions`` for a put whose parent is
+        ``parent`` (its values and versions carried on), with ``changed`` channels at new
+        versions (from the saver's ``get_next_version``); not yet remembered."""
         base = self.records.get(parent) if parent else None
         values = dict(base.values) if base else {}
         versions = dict(base.versions) if base else {}
@@ -102,9 +108,16 @@ class Sent:
         seen = {"node": dict(versions)}
         meta = dict(metadata or {"source": "loop", "step": len(self.records)})
         cp = checkpoint(values, versions, seen=seen, **({"ts": ts} if ts else {}))
-        new_versions = {c: versions[c] for c in changed}
-        done = check.call(thread, f"put() through the {h.label}",
-                          h.call("put_checkpoint", thread, ns, parent, cp, meta, new_versions, api))
+        record = Record(thread, ns, cp["id"], parent, values, versions, seen, stored_metadata(meta), cp["ts"], meta)
+        return record, cp, {c: versions[c] for c in changed}
+
+    def put(self, check: Check, t: Target, h: Handle, thread: str, ns: str, parent: str | None,
+            changed: Mapping[str, Any], metadata: Mapping[str, Any] | None = None, *, ts: str | None = None,
+            api: str = "", what: str = "") -> Record | None:
+        """Put a checkpoint (see :meth:`prepare`) and remember it; ``None`` if the saver raised."""
+        record, cp, new_versions = self.prepare(h, thread, ns, parent, changed, metadata, ts)
+        done = check.call(thread, f"put(){what} through the {h.label}",
+                          h.call("put_checkpoint", thread, ns, parent, cp, record.raw_metadata, new_versions, api))
         if done is RAISED:
             return None
         got = (done or {}).get("configurable", {}) if isinstance(done, dict) else {}
@@ -113,7 +126,6 @@ class Sent:
             check.add(thread, f"put() through the {h.label} returned a config that does not name the checkpoint it "
                       "stored (thread_id, checkpoint_ns, checkpoint_id)",
                       {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cp["id"]}, got)
-        record = Record(thread, ns, cp["id"], parent, values, versions, seen, stored_metadata(meta), cp["ts"], meta)
         self.records[cp["id"]] = record
         return record
 
@@ -220,9 +232,11 @@ def expect_tuple(check: Check, want: Record, got: object, what: str = "", writes
     """Record a violation unless ``got`` is ``want``'s tuple, exactly."""
     if got is RAISED:
         return False
+    _LAST.clear()
     found = tuple_difference(want, got, writes)
     if found:
-        check.add(want.thread, what + found, _shown(want), _got_shown(got))
+        shown = _LAST[0] if _LAST else (_shown(want), _got_shown(got))
+        check.add(want.thread, what + found, *shown)
         return False
     return True
 

@@ -77,9 +77,8 @@ def checkpoints_round_trip_exactly(t: Target) -> None:
         thread = t.new_session("cp-rt")
         parent: str | None = None
         for step, group in enumerate(groups):
-            changed = {name: values[name] for name in group}
-            if step == 2:  # a channel changed again: its new version's value, not the old one's
-                changed[groups[0][0]] = "changed at step 2"
+            # "counter" changes at every step: a read gives its version's value, not the newest one's.
+            changed = {name: values[name] for name in group} | {"counter": step}
             record = sent.put(check, t, t.store, thread, "", parent, changed,
                               metadata(step, nul="meta\x00data", step_name=f"s{step}"))
             if record is None:
@@ -114,7 +113,7 @@ def checkpoint_values_keep_nul(t: Target) -> None:
         sent = Sent()
         for what, changed in cases.items():
             thread = t.new_session("cp-nul")
-            record = sent.put(check, t, t.store, thread, "", None, changed)
+            record = sent.put(check, t, t.store, thread, "", None, changed, what=f" of a NUL in {what}")
             if record is not None:
                 expect_tuple(check, record, read(check, t.store, thread, "", record.id), f"a NUL in {what}: ")
         thread = t.new_session("cp-nul")
