@@ -38,6 +38,9 @@ def describe_value(sent: object, got: object) -> str:
         if sent.startswith(bytes(got)):
             return f"bytes cut short: {len(got)} of {len(sent)} kept"
         return f"bytes changed: {shorten(sent, 40)} came back as {shorten(got, 40)}"
+    if type(sent) is int and type(got) is int and abs(sent) < 2**53:
+        return (f"the integer {sent} came back as {got}: another write's value of this channel (values read by "
+                "channel, not by the checkpoint's version of it)")
     if sent is None and got is not None:
         return f"None came back as {type(got).__name__} {shorten(got, 40)}"
     if isinstance(sent, str) and isinstance(got, str):

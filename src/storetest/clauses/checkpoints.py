@@ -138,20 +138,33 @@ def _chain(check: Check, t: Target, sent: Sent, thread: str, n: int, ns: str = "
     return out
 
 
-def _expect_ids(check: Check, thread: str, what: str, want: list[Record], got: object) -> None:
+def _expect_ids(check: Check, thread: str, what: str, want: list[Record], got: object, *,
+                matching: list[Record] | None = None, before: Record | None = None, limit: int | None = None) -> None:
+    """Record a violation unless ``got`` lists exactly ``want``'s checkpoints, in order.
+
+    :param matching: every checkpoint the filter matches (a limit's ``want`` is its head).
+    :param before: the checkpoint ``before`` named; :param limit: the limit given."""
     if got is RAISED:
         return
     want_ids, got_ids = [r.id for r in want], ids_of(got)
     if got_ids == want_ids:
         return
-    if sorted(map(str, got_ids)) == sorted(want_ids):
+    if limit == 0 and got_ids:
+        cause = "limit=0 read as no limit (`if limit:` treats 0 like None); list(limit=0) lists nothing"
+    elif before is not None and before.id in got_ids:
+        cause = "the checkpoint `before` names was listed: before is exclusive (checkpoint_id < before's, not <=)"
+    elif sorted(map(str, got_ids)) == sorted(want_ids):
         order = "oldest first" if got_ids == want_ids[::-1] else "in another order"
-        check.add(thread, f"{what} listed the checkpoints {order}: list() is newest first (by checkpoint id, which "
-                  "increases; not by ts, which a clock behind or a replica's clock does not)", want_ids, got_ids)
+        cause = (f"listed the checkpoints {order}: list() is newest first (by checkpoint id, which increases; not by "
+                 "ts, which a clock behind or a replica's clock does not)")
+    elif limit is not None and matching is not None and len(got_ids) < len(want_ids) <= len(matching):
+        cause = (f"listed {len(got_ids)} checkpoint(s) where {len(matching)} match and the limit is {limit}: the "
+                 "limit was taken before the filter (LIMIT in the query, the filter applied afterwards)")
     elif set(map(str, got_ids)) > set(want_ids):
-        check.add(thread, f"{what} listed {len(got_ids) - len(want_ids)} checkpoint(s) too many", want_ids, got_ids)
+        cause = f"listed {len(got_ids) - len(want_ids)} checkpoint(s) too many"
     else:
-        check.add(thread, f"{what} listed {len(got_ids)} checkpoint(s), wanted {len(want_ids)}", want_ids, got_ids)
+        cause = f"listed {len(got_ids)} checkpoint(s), wanted {len(want_ids)}"
+    check.add(thread, f"{what}: {cause}", want_ids, got_ids)
 
 
 @clause(needs=NEEDS)
@@ -175,9 +188,11 @@ def checkpoint_list_filters_before_and_limit(t: Target) -> None:
             return
         newest = records[::-1]
 
-        def listed(what: str, want: list[Record], *args: Any) -> None:
-            got = check.call(thread, f"list({what})", t.store.call("list_checkpoints", thread, "", *args))
-            _expect_ids(check, thread, f"list({what})", want, got)
+        def listed(what: str, want: list[Record], flt: Any = None, before: Record | None = None,
+                   limit: int | None = None, matching: list[Record] | None = None) -> None:
+            got = check.call(thread, f"list({what})", t.store.call("list_checkpoints", thread, "", flt,
+                                                                   before and before.id, limit))
+            _expect_ids(check, thread, f"list({what})", want, got, matching=matching, before=before, limit=limit)
 
         listed("", newest)
         for what, flt in (("source='input'", {"source": "input"}), ("step=3", {"step": 3}),
@@ -185,10 +200,10 @@ def checkpoint_list_filters_before_and_limit(t: Target) -> None:
                           ("source='loop', parity='even'", {"source": "loop", "parity": "even"})):
             want = [r for r in newest if all(r.metadata.get(k) == v for k, v in flt.items())]
             listed(f"filter {what}", want, flt)
-            listed(f"filter {what}, limit 1", want[:1], flt, None, 1)
+            listed(f"filter {what}, limit 1", want[:1], flt, None, 1, want)
         for i, r in enumerate(records):
-            listed(f"before checkpoint {i}", records[:i][::-1], None, r.id)
-        listed("before checkpoint 4, limit 2", records[:4][::-1][:2], None, records[4].id, 2)
+            listed(f"before checkpoint {i}", records[:i][::-1], None, r)
+        listed("before checkpoint 4, limit 2", records[:4][::-1][:2], None, records[4], 2, records[:4])
         for limit in (0, 1, n, n + 1):
             listed(f"limit {limit}", newest[:limit], None, None, limit)
 
