@@ -201,9 +201,10 @@ class Checkpointers:
 
     async def _handle(self, fixtures: dict[str, Any]) -> AsyncIterator[CheckpointSaver]:
         closers: list[Any] = []
+        entered: list[Any] = []
         saver: Any = None
         try:
-            saver = await enter_factory(self.label, self.factory, fixtures, closers)
+            saver = await _entered(await enter_factory(self.label, self.factory, fixtures, closers), entered)
             if not hasattr(saver, "get_next_version") or not callable(getattr(saver, "get_tuple", None)):
                 raise TypeError(f"the {self.label} of checkpointers returned {saver!r}: it must return a LangGraph "
                                 "saver (a langgraph.checkpoint.base.BaseCheckpointSaver)")
@@ -215,11 +216,34 @@ class Checkpointers:
             # Named after the saver's class, so a report names what it judged.
             yield type(type(saver).__name__, (CheckpointSaver,), {})(saver, self.label, api, apis)
         finally:
-            await run_all([functools.partial(_close, saver)]
+            await run_all([functools.partial(_close, saver)] + [functools.partial(_exit, c) for c in entered]
                           + [functools.partial(close_factory, c) for _, c in reversed(closers)])
 
     def __repr__(self) -> str:
         return f"checkpointers({self.__module__}:{self.__qualname__})"
+
+
+async def _entered(made: Any, entered: list[Any]) -> Any:
+    """The saver a factory made, entering what it returned when that is a context
+    manager rather than a saver (``AsyncSqliteSaver.from_conn_string(...)``)."""
+    if callable(getattr(made, "get_tuple", None)):
+        return made
+    if hasattr(made, "__aenter__"):
+        saver = await made.__aenter__()
+        entered.append(made)
+        return saver
+    if hasattr(made, "__enter__"):
+        saver = await asyncio.to_thread(made.__enter__)
+        entered.append(made)
+        return saver
+    return made
+
+
+async def _exit(manager: Any) -> None:
+    if hasattr(manager, "__aexit__"):
+        await manager.__aexit__(None, None, None)
+    else:
+        await asyncio.to_thread(manager.__exit__, None, None, None)
 
 
 async def _close(saver: Any) -> None:
@@ -233,9 +257,9 @@ def checkpointers(factory: Any) -> Checkpointers:
     :func:`storetest.check` and ``storetest check``.
 
     :param factory: the outer factory: a plain or async function, or a (async)
-        generator that tears down after its ``yield`` (``async with
-        AsyncSqliteSaver.from_conn_string(...) as saver: yield saver``); its parameters
-        are fixtures, filled by name. Called twice with the same fixtures, it must give
+        generator that tears down after its ``yield``, returning a saver or a context
+        manager that gives one (``AsyncSqliteSaver.from_conn_string(...)``, entered and
+        exited by the binding); its parameters are fixtures, filled by name. Called twice with the same fixtures, it must give
         two savers on one backend: the replica clauses use the second.
     :raises TypeError: ``factory`` is not callable.
     """
