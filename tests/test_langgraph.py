@@ -224,6 +224,20 @@ def test_the_docs_lines_drive_langgraphs_own_savers(request: pytest.FixtureReque
     assert "UntranslatableCharacter: unsupported Unicode escape sequence" in report.results[0].diagnosis
 
 
+def test_the_command_takes_the_binding_by_name(tmp_path: Path) -> None:
+    """``storetest check file.py:savers`` runs the clauses on the binding the file names."""
+    (tmp_path / "test_savers.py").write_text(
+        "from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver\n"
+        "from storetest import checkpointers\n\n"
+        "savers = checkpointers(lambda tmp_path: AsyncSqliteSaver.from_conn_string(str(tmp_path / 'cp.db')))\n",
+        encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "storetest.cli", "check", "test_savers.py:savers", "-q", "--seed", "1",
+                           "-k", "checkpoint_parents_form_a_tree or checkpoint_writes_are_idempotent_and_ordered"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed, 0 failed" in done.stdout, done.stdout
+
+
 def test_the_lines_are_the_pages() -> None:
     source = " ".join(Path(__file__).read_text(encoding="utf-8").split())
     lines = run_conformance_lines("langgraph.md")
