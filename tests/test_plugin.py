@@ -15,12 +15,12 @@ pytest_plugins = ["pytester"]
 
 CLAUSE_NAMES = [c.name for c in CLAUSES]
 #: The clauses a transcript-and-steers store claims (the log clauses need an entry log).
-STORE_CLAUSES = [c.name for c in CLAUSES if not c.needs & {"log", "items", "adk"}]
+STORE_CLAUSES = [c.name for c in CLAUSES if not c.needs & {"log", "items", "adk", "checkpoints"}]
 UNCLAIMED = len([c for c in CLAUSES if "log" in c.needs])
 ITEMS = len([c for c in CLAUSES if "items" in c.needs])
 ADK = len([c for c in CLAUSES if "adk" in c.needs])
 # Opt-in clauses, skipped without --storetest-idle or reopen= (the memory store claims these).
-IDLE = sum(c.idle or (c.reopen and not c.needs & {"log", "items", "adk"}) for c in CLAUSES)
+IDLE = sum(c.idle or (c.reopen and not c.needs & {"log", "items", "adk", "checkpoints"}) for c in CLAUSES)
 QUICK = "-k", "round_trips_exactly or in_order_exactly_once or unknown_session"
 
 

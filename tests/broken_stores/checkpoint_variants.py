@@ -279,6 +279,8 @@ class SetupChecksThenCreates(InMemorySaver):
 
     def __init__(self, tmp_path: Path) -> None:
         super().__init__()
+        shared = memory_saver(tmp_path)  # the data: one backend per directory
+        self.storage, self.writes, self.blobs = shared.storage, shared.writes, shared.blobs
         self.backend = _TABLES.setdefault(str(tmp_path), _Backend())
 
     async def setup(self) -> None:
