@@ -187,7 +187,7 @@ RACES = ["parallel_put_writes_lose_nothing", "checkpoint_handles_putting_to_one_
 
 
 def test_every_checkpoint_race_is_here() -> None:
-    assert sorted(RACES + ["put_writes_from_processes_lose_nothing"]) == sorted(
+    assert sorted([*RACES, "put_writes_from_processes_lose_nothing"]) == sorted(
         c.name for c in CLAUSES if c.races and "checkpoints" in c.needs)
 
 

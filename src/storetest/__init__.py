@@ -55,8 +55,8 @@ from storetest.contract import (
 if TYPE_CHECKING:
     from storetest._engine.failures import ConformanceFailure, Violation
     from storetest.bindings.adk import adk_sessions
-    from storetest.bindings.langgraph import checkpointers
     from storetest.bindings.langchain import chat_histories
+    from storetest.bindings.langgraph import checkpointers
     from storetest.bindings.openai_agents import item_sessions, owned
     from storetest.plugin import run_conformance
     from storetest.results import ClauseResult, Interrupted, Report
@@ -89,9 +89,9 @@ __all__ = [
     "chat_histories",
     "check",
     "check_messages",
-    "checkpointers",
     "check_session_id",
     "check_steer_text",
+    "checkpointers",
     "decode_message",
     "decode_messages",
     "decode_trusted",

@@ -174,7 +174,8 @@ class CheckpointSaver:
         return self.saver.get_next_version(current, None)
 
     def __repr__(self) -> str:
-        return f"<LangGraph saver from the {self.label}, driven through its {self.api} API: {type(self.saver).__name__}>"
+        return (f"<LangGraph saver from the {self.label}, driven through its {self.api} API: "
+                f"{type(self.saver).__name__}>")
 
 
 class Checkpointers:
@@ -259,8 +260,9 @@ def checkpointers(factory: Any) -> Checkpointers:
     :param factory: the outer factory: a plain or async function, or a (async)
         generator that tears down after its ``yield``, returning a saver or a context
         manager that gives one (``AsyncSqliteSaver.from_conn_string(...)``, entered and
-        exited by the binding); its parameters are fixtures, filled by name. Called twice with the same fixtures, it must give
-        two savers on one backend: the replica clauses use the second.
+        exited by the binding); its parameters are fixtures, filled by name. Called
+        twice with the same fixtures, it must give two savers on one backend: the
+        replica clauses use the second.
     :raises TypeError: ``factory`` is not callable.
     """
     return Checkpointers(factory)

@@ -107,7 +107,7 @@ class Sent:
         versions = dict(base.versions) if base else {}
         for channel, value in changed.items():
             values[channel] = value
-            versions[channel] = h.raw.next_version(versions.get(channel))
+            versions[channel] = h.raw.next_version(versions.get(channel))  # type: ignore[attr-defined]
         seen = {"node": dict(versions)}
         meta = dict(metadata or {"source": "loop", "step": len(self.records)})
         cp = checkpoint(values, versions, seen=seen, **({"ts": ts} if ts else {}))

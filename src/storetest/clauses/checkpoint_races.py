@@ -39,31 +39,35 @@ def parallel_put_writes_lose_nothing(t: Target) -> None:
     them back (a file, a JSON column, one Redis key), so one task's writes overwrite
     another's; a per-process lock on a shared backend.
     """
-    handles = t.handles()
     with checking(parallel_put_writes_lose_nothing, t.run) as check:
         for round_ in range(t.profile.race_rounds):
             t.tick()
-            sent = Sent()
-            thread = t.new_session("cp-parallel")
-            record = sent.put(check, t, t.store, thread, "", None, {"messages": ["start"]})
-            if record is None:
+            if not _parallel_round(t, check, round_):
                 return
 
-            def task(k: int, h: Handle, record: Record = record, round_: int = round_) -> Callable[[], Awaitable[Any]]:
-                async def run() -> Any:
-                    return await h.call("put_writes", thread, "", record.id, _writes_of(k, round_), f"task-{k}",
-                                        f"~__pregel_pull, node_{k}")
-                return run
 
-            outcome = t.race([_caught(task(k, handles[k % len(handles)])) for k in range(TASKS)])
-            for k, error in enumerate(outcome):
-                if error is None:
-                    Sent.remember(record, _writes_of(k, round_), f"task-{k}", f"~__pregel_pull, node_{k}")
-                else:
-                    check.add(thread, f"put_writes() of task {k}, racing {TASKS - 1} others, raised {error}")
-            if not expect_tuple(check, record, read(check, t.store, thread, "", record.id),
-                                f"after {TASKS} tasks' put_writes at once (round {round_}): "):
-                return
+def _parallel_round(t: Target, check: Check, round_: int) -> bool:
+    handles = t.handles()
+    sent = Sent()
+    thread = t.new_session("cp-parallel")
+    record = sent.put(check, t, t.store, thread, "", None, {"messages": ["start"]})
+    if record is None:
+        return False
+
+    def task(k: int, h: Handle) -> Callable[[], Awaitable[Any]]:
+        async def run() -> Any:
+            return await h.call("put_writes", thread, "", record.id, _writes_of(k, round_), f"task-{k}",
+                                f"~__pregel_pull, node_{k}")
+        return run
+
+    outcome = t.race([_caught(task(k, handles[k % len(handles)])) for k in range(TASKS)])
+    for k, error in enumerate(outcome):
+        if error is None:
+            Sent.remember(record, _writes_of(k, round_), f"task-{k}", f"~__pregel_pull, node_{k}")
+        else:
+            check.add(thread, f"put_writes() of task {k}, racing {TASKS - 1} others, raised {error}")
+    return expect_tuple(check, record, read(check, t.store, thread, "", record.id),
+                        f"after {TASKS} tasks' put_writes at once (round {round_}): ")
 
 
 def _caught(call: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[str | None]]:
@@ -88,40 +92,45 @@ def checkpoint_handles_putting_to_one_thread_lose_nothing(t: Target) -> None:
     """
     assert t.replica is not None
     with checking(checkpoint_handles_putting_to_one_thread_lose_nothing, t.run) as check:
-        for round_ in range(t.profile.race_rounds):
+        for _ in range(t.profile.race_rounds):
             t.tick()
-            sent = Sent()
-            thread = t.new_session("cp-two")
-            root = sent.put(check, t, t.store, thread, "", None, {"v": "root"})
-            if root is None:
+            if not _two_handles_round(t, check):
                 return
-            prepared = [sent.prepare(h, thread, "", root.id, {"v": f"from the {h.label}", "k": k})
-                        for k, h in enumerate(t.handles())]
 
-            def putter(h: Handle, record: Record, cp: dict[str, Any], versions: dict[str, Any]) \
-                    -> Callable[[], Awaitable[Any]]:
-                async def run() -> Any:
-                    await h.call("put_checkpoint", thread, "", root.id, cp, record.raw_metadata, versions)
-                    await h.call("put_writes", thread, "", record.id, [("w", h.label)], "task", "")
-                return run
 
-            outcome = t.race([_caught(putter(h, *p)) for h, p in zip(t.handles(), prepared, strict=True)])
-            for (record, _, _), error, h in zip(prepared, outcome, t.handles(), strict=True):
-                if error is not None:
-                    check.add(thread, f"a put through the {h.label}, racing the other handle's, raised {error}")
-                    continue
-                sent.records[record.id] = record
-                Sent.remember(record, [("w", h.label)], "task", "")
-            for h in t.handles():
-                for record in sent.of(thread):
-                    if not expect_tuple(check, record, read(check, h, thread, "", record.id),
-                                        f"read through the {h.label} after both handles put at once: "):
-                        return
-                got = check.call(thread, f"list() through the {h.label}", h.call("list_checkpoints", thread, ""))
-                if got is not RAISED and ids_of(got) != [r.id for r in sent.of(thread)]:
-                    check.add(thread, f"list() through the {h.label} after both handles put at once",
-                              [r.id for r in sent.of(thread)], ids_of(got))
-                    return
+def _two_handles_round(t: Target, check: Check) -> bool:
+    sent = Sent()
+    thread = t.new_session("cp-two")
+    root = sent.put(check, t, t.store, thread, "", None, {"v": "root"})
+    if root is None:
+        return False
+    prepared = [sent.prepare(h, thread, "", root.id, {"v": f"from the {h.label}", "k": k})
+                for k, h in enumerate(t.handles())]
+
+    def putter(h: Handle, record: Record, cp: dict[str, Any], versions: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+        async def run() -> Any:
+            await h.call("put_checkpoint", thread, "", root.id, cp, record.raw_metadata, versions)
+            await h.call("put_writes", thread, "", record.id, [("w", h.label)], "task", "")
+        return run
+
+    outcome = t.race([_caught(putter(h, *p)) for h, p in zip(t.handles(), prepared, strict=True)])
+    for (record, _, _), error, h in zip(prepared, outcome, t.handles(), strict=True):
+        if error is not None:
+            check.add(thread, f"a put through the {h.label}, racing the other handle's, raised {error}")
+            continue
+        sent.records[record.id] = record
+        Sent.remember(record, [("w", h.label)], "task", "")
+    for h in t.handles():
+        for record in sent.of(thread):
+            if not expect_tuple(check, record, read(check, h, thread, "", record.id),
+                                f"read through the {h.label} after both handles put at once: "):
+                return False
+        got = check.call(thread, f"list() through the {h.label}", h.call("list_checkpoints", thread, ""))
+        if got is not RAISED and ids_of(got) != [r.id for r in sent.of(thread)]:
+            check.add(thread, f"list() through the {h.label} after both handles put at once",
+                      [r.id for r in sent.of(thread)], ids_of(got))
+            return False
+    return not check.violations
 
 
 @clause(needs=NEEDS, replica=True)
@@ -175,42 +184,44 @@ def delete_racing_put_leaves_no_part(t: Target) -> None:
     with checking(delete_racing_put_leaves_no_part, t.run) as check:
         for round_ in range(t.profile.race_rounds):
             t.tick()
-            sent = Sent()
-            thread = t.new_session("cp-delrace")
-            neighbour = f"{thread}:1"
-            old = sent.put(check, t, t.store, thread, "", None, {"v": "old", "blob": {"nested": [1]}})
-            kept = sent.put(check, t, t.store, neighbour, "", None, {"v": "neighbour"})
-            if old is None or kept is None:
+            if not _delete_round(t, check, round_):
                 return
-            # Every channel at a new version: the new checkpoint needs nothing the delete may take.
-            record, cp, versions = sent.prepare(t.store, thread, "", old.id,
-                                                {"v": "new", "blob": {"nested": [2]}, "more": b"\x00new"})
 
-            async def put() -> Any:
-                await t.store.call("put_checkpoint", thread, "", old.id, cp, record.raw_metadata, versions)
-                await t.store.call("put_writes", thread, "", record.id, [("w", "new")], "task", "")
 
-            async def delete() -> Any:
-                await t.store.call("delete_thread", thread)
+def _delete_round(t: Target, check: Check, round_: int) -> bool:
+    sent = Sent()
+    thread = t.new_session("cp-delrace")
+    neighbour = f"{thread}:1"
+    old = sent.put(check, t, t.store, thread, "", None, {"v": "old", "blob": {"nested": [1]}})
+    kept = sent.put(check, t, t.store, neighbour, "", None, {"v": "neighbour"})
+    if old is None or kept is None:
+        return False
+    # Every channel at a new version: the new checkpoint needs nothing the delete may take.
+    record, cp, versions = sent.prepare(t.store, thread, "", old.id,
+                                        {"v": "new", "blob": {"nested": [2]}, "more": b"\x00new"})
 
-            calls = [_caught(put), _caught(delete)]
-            errors = t.race(calls if round_ % 2 else calls[::-1])
-            for error in errors:
-                if error is not None:
-                    check.add(thread, f"a delete_thread() racing a put() raised {error}")
-            got = read(check, t.store, thread, "", record.id)
-            if got not in (RAISED, None) and isinstance(got, dict):
-                Sent.remember(record, [("w", "new")], "task", "")
-                cp_got = got.get("checkpoint") or {}
-                values = cp_got.get("channel_values") if isinstance(cp_got, dict) else None
-                if values != record.values:
-                    check.add(thread, "after a delete_thread() racing a put(), the new checkpoint is there without "
-                              "all of its channel values: the delete removed them under it", record.values, values)
-                    return
-            expect_tuple(check, kept, read(check, t.store, neighbour, "", kept.id),
-                         f"thread {neighbour!r}, beside the deleted one: ")
-            if check.violations:
-                return
+    async def put() -> Any:
+        await t.store.call("put_checkpoint", thread, "", old.id, cp, record.raw_metadata, versions)
+        await t.store.call("put_writes", thread, "", record.id, [("w", "new")], "task", "")
+
+    async def delete() -> Any:
+        await t.store.call("delete_thread", thread)
+
+    calls = [_caught(put), _caught(delete)]
+    for error in t.race(calls if round_ % 2 else calls[::-1]):
+        if error is not None:
+            check.add(thread, f"a delete_thread() racing a put() raised {error}")
+    got = read(check, t.store, thread, "", record.id)
+    if got not in (RAISED, None) and isinstance(got, dict):
+        cp_got = got.get("checkpoint") or {}
+        values = cp_got.get("channel_values") if isinstance(cp_got, dict) else None
+        if values != record.values:
+            check.add(thread, "after a delete_thread() racing a put(), the new checkpoint is there without all of its "
+                      "channel values: the delete removed them under it", record.values, values)
+            return False
+    expect_tuple(check, kept, read(check, t.store, neighbour, "", kept.id),
+                 f"thread {neighbour!r}, beside the deleted one: ")
+    return not check.violations
 
 
 @clause(needs=NEEDS, races=True)

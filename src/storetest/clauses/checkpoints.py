@@ -7,7 +7,7 @@ the id its ``put`` was given; pending writes are idempotent per ``(task_id, idx)
 special channels overwrite, and they come back in ``(task_path, task_id, idx)`` order;
 ``delete_thread`` removes that thread and nothing else; the sync and async APIs agree.
 
-Real bugs behind these clauses: ``AsyncPostgresSaver`` and ``Pg8000Saver`` refusing a
+Real bugs behind these clauses: ``AsyncPostgresSaver`` refusing a
 string channel value with a NUL (primitives kept inline in a ``jsonb`` column, LangGraph
 issue 1878); ``langgraph-checkpoint-plainredis`` keying ``prefix:idx:{thread}:{ns}``, so
 thread ``x:b`` / namespace ``c`` and thread ``x`` / namespace ``b:c`` list each other's
@@ -107,7 +107,7 @@ def checkpoint_values_keep_nul(t: Target) -> None:
     ``UntranslatableCharacter``, LangGraph issue 1878), a C-string boundary that cuts at
     the NUL, a saver that strips NUL from values as the base class does from metadata.
     """
-    cases = {"a string channel value": {"text": "before\x00after"},
+    cases: dict[str, dict[str, Any]] = {"a string channel value": {"text": "before\x00after"},
              "a string in a nested value": {"nested": {"k": ["a\x00b"]}}}
     with checking(checkpoint_values_keep_nul, t.run) as check:
         sent = Sent()
@@ -271,16 +271,16 @@ def checkpoint_parents_form_a_tree(t: Target) -> None:
     with checking(checkpoint_parents_form_a_tree, t.run) as check:
         sent = Sent()
         thread = t.new_session("cp-tree")
-        root = sent.put(check, t, t.store, thread, "", None, {"v": "root"})
-        if root is None:
-            return
-        a1 = sent.put(check, t, t.store, thread, "", root.id, {"v": "a1"})
-        a2 = a1 and sent.put(check, t, t.store, thread, "", a1.id, {"v": "a2"})
-        b1 = a2 and sent.put(check, t, t.store, thread, "", root.id, {"v": "b1 (fork of root)"})
-        c1 = b1 and sent.put(check, t, t.store, thread, "", a1.id, {"v": "c1 (fork of a1)", "other": b"x"})
-        b2 = c1 and sent.put(check, t, t.store, thread, "", b1.id, {"v": "b2"})
-        if not b2:
-            return
+        made: dict[str, Record] = {}
+        # (name, parent's name, value): a chain root-a1-a2, a fork of the root (b1, b2), a fork of a1 (c1).
+        for name, parent, value in (("root", "", "root"), ("a1", "root", "a1"), ("a2", "a1", "a2"),
+                                    ("b1", "root", "b1 (fork of root)"), ("c1", "a1", "c1 (fork of a1)"),
+                                    ("b2", "b1", "b2")):
+            record = sent.put(check, t, t.store, thread, "", made[parent].id if parent else None, {"v": value})
+            if record is None:
+                return
+            made[name] = record
+        b2 = made["b2"]
         for record in sent.of(thread):
             expect_tuple(check, record, read(check, t.store, thread, "", record.id), "a branch's checkpoint: ")
         expect_tuple(check, b2, read(check, t.store, thread, ""), "the latest (newest id): ")
@@ -309,7 +309,8 @@ def checkpoint_writes_are_idempotent_and_ordered(t: Target) -> None:
         if not other_ns or not first or not second:
             return
         # Put out of order: tasks on later paths first, a later task id before an earlier one.
-        puts = [("~__pregel_pull, node_b", "task-b", [("x", "b0"), ("y", b"b1")]),
+        puts: list[tuple[str, str, list[tuple[str, Any]]]] = [
+                ("~__pregel_pull, node_b", "task-b", [("x", "b0"), ("y", b"b1")]),
                 ("~__pregel_pull, node_a", "task-z", [("x", "z0")]),
                 ("~__pregel_pull, node_a", "task-c", [("x", "c0"), ("x", "c1"), ("y", None)]),
                 ("", "input-task", [("__start__", {"messages": ["hi"]})])]
