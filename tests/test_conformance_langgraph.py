@@ -1,6 +1,6 @@
 """The checkpointer binding's one line on LangGraph's own InMemorySaver: it passes every
-checkpoint clause (0 false alarms in 20 seeds: python scripts/false_alarms.py
-tests/test_conformance_langgraph.py)."""
+checkpoint clause but the process one, which does not apply to it (0 false alarms in 20
+seeds: python scripts/checkpointer_seeds.py --saver memory)."""
 
 from storetest import run_conformance
 from tests.checkpointers import memory_checkpointer
