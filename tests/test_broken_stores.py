@@ -26,6 +26,7 @@ from storetest import chat_histories, item_sessions
 from storetest._engine.profiles import PROFILES
 from storetest.clauses import CLAUSES
 from tests.adk_services import memory_adk
+from tests.checkpointers import memory_checkpointer
 from tests.broken_stores import (
     BrokenStore,
     chat_variants,
@@ -126,6 +127,9 @@ _CONTROLS = {
     # The in-memory chat history the chat variants change.
     "chat": BrokenStore("memory-chat-control", "none", "-", "unknown_session_is_empty", "-",
                         chat_histories(chat_variants.memory_chat)),
+    # LangGraph's own InMemorySaver, which each checkpoint variant changes in one place.
+    "checkpoint": BrokenStore("memory-checkpoint-control", "none", "-", "unknown_session_is_empty", "-",
+                              memory_checkpointer),
 }
 
 
