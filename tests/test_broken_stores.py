@@ -26,7 +26,6 @@ from storetest import chat_histories, item_sessions
 from storetest._engine.profiles import PROFILES
 from storetest.clauses import CLAUSES
 from tests.adk_services import memory_adk
-from tests.checkpointers import memory_checkpointer
 from tests.broken_stores import (
     BrokenStore,
     chat_variants,
@@ -36,6 +35,7 @@ from tests.broken_stores import (
     registry,
     run_clause,
 )
+from tests.checkpointers import memory_checkpointer
 from tests.item_histories import sqlite_sessions
 
 pytest_plugins = ["pytester"]
