@@ -219,6 +219,11 @@ def _delete_round(t: Target, check: Check, round_: int) -> bool:
             check.add(thread, "after a delete_thread() racing a put(), the new checkpoint is there without all of its "
                       "channel values: the delete removed them under it", record.values, values)
             return False
+        if got.get("writes") != [["task", "w", "new"]]:
+            check.add(thread, "after a delete_thread() racing a put() and its put_writes(), the new checkpoint is "
+                      "there without its writes: the delete removed them under it (checkpoints, blobs and writes "
+                      "deleted in separate steps)", [["task", "w", "new"]], got.get("writes"))
+            return False
     expect_tuple(check, kept, read(check, t.store, neighbour, "", kept.id),
                  f"thread {neighbour!r}, beside the deleted one: ")
     return not check.violations
