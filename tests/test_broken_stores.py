@@ -35,6 +35,7 @@ from tests.broken_stores import (
     registry,
     run_clause,
 )
+from tests.checkpointers import memory_checkpointer
 from tests.item_histories import sqlite_sessions
 
 pytest_plugins = ["pytester"]
@@ -126,6 +127,9 @@ _CONTROLS = {
     # The in-memory chat history the chat variants change.
     "chat": BrokenStore("memory-chat-control", "none", "-", "unknown_session_is_empty", "-",
                         chat_histories(chat_variants.memory_chat)),
+    # LangGraph's own InMemorySaver, which each checkpoint variant changes in one place.
+    "checkpoint": BrokenStore("memory-checkpoint-control", "none", "-", "unknown_session_is_empty", "-",
+                              memory_checkpointer),
 }
 
 
@@ -176,7 +180,7 @@ def test_run_conformance_reports_the_jsonb_style_store(pytester: pytest.Pytester
     end = next(i for i in range(start, len(lines)) if "short test summary" in lines[i])
     # The table wraps long diagnoses onto indented lines: join them back.
     report = " ".join(line.strip() for line in lines[start + 1 : end])
-    items = len([c for c in CLAUSES if c.needs & {"items", "adk"}])
+    items = len([c for c in CLAUSES if c.needs & {"items", "adk", "checkpoints"}])
     assert (f"jsonb-memory: {35 + items} clauses: 15 passed, 2 failed, 3 skipped, {15 + items} not claimed, "
             "3 not run") in report
     assert (

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from storetest._engine.failures import ConformanceFailure, Violation
     from storetest.bindings.adk import adk_sessions
     from storetest.bindings.langchain import chat_histories
+    from storetest.bindings.langgraph import checkpointers
     from storetest.bindings.openai_agents import item_sessions, owned
     from storetest.plugin import run_conformance
     from storetest.results import ClauseResult, Interrupted, Report
@@ -90,6 +91,7 @@ __all__ = [
     "check_messages",
     "check_session_id",
     "check_steer_text",
+    "checkpointers",
     "decode_message",
     "decode_messages",
     "decode_trusted",
@@ -116,6 +118,7 @@ _LAZY = {
     "chat_histories": "storetest.bindings.langchain",
     "owned": "storetest.bindings.openai_agents",
     "adk_sessions": "storetest.bindings.adk",
+    "checkpointers": "storetest.bindings.langgraph",
 }
 
 

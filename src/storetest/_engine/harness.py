@@ -39,6 +39,8 @@ CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     "items": ("get_items", "add_items", "pop_item", "clear_session"),
     # A Google ADK session service, through storetest.bindings.adk.
     "adk": ("create_session", "get_session", "list_sessions", "append_event", "delete_session"),
+    # A LangGraph checkpointer, through storetest.bindings.langgraph.
+    "checkpoints": ("put_checkpoint", "put_writes", "get_checkpoint", "list_checkpoints", "delete_thread"),
 }
 
 

@@ -180,6 +180,8 @@ NOT_YET: Final[tuple[str, ...]] = (
     "item histories (item and message fields, batches of 1 to N)",
     "chat histories",
     "ADK state keys and event fields (ADK ids only as composite-key relations)",
+    "LangGraph checkpoints (channel values take the character families and the size ladder from here, "
+    "unmeasured; thread ids and namespaces their own separator cases)",
     "the 16 MiB size cells of the ci profile",
 )
 
