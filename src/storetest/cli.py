@@ -454,7 +454,8 @@ def _print(report: Report, args: argparse.Namespace) -> None:
             # Said once: the factory fails before any clause could run.
             print(f"\n{_setup_text(failure)}")
             if report.not_reached:
-                print(f"{len(report.not_reached)} selected clauses not reached: the set-up fails before them")
+                n = len(report.not_reached)
+                print(f"{n} selected clause{'s' if n != 1 else ''} not reached: the set-up fails before them")
             continue
         print(f"\n{failure.clause}: {failure.outcome}\n{failure.details or failure.diagnosis}")
         print(f"replay: {failure.replay}")

@@ -473,6 +473,10 @@ class _ConformanceReport:
             ran_rows = {r["result"]["clause"]: _result(r["result"]) for r in rows}
             capabilities = tuple(sorted({c for r in rows for c in r["capabilities"]}))
             collected = self.collected.get(run, set(ran_rows))
+            if len(collected) < len(CLAUSES) - len(unclaimed):
+                # A selection (-k, -m, test ids) left some of the run's tests out: the clauses
+                # its store does not claim (no tests) are left out with them, not counted.
+                unclaimed = {}
             # Collected and not run (Ctrl-C, -x): not claimed when what the store claims says so.
             for c in CLAUSES:
                 if c.name in collected and c.name not in ran_rows and capabilities and c.needs - set(capabilities):
@@ -493,7 +497,7 @@ class _ConformanceReport:
                 not_run=(*deselected, *not_reached), deselected=deselected,
                 target=first.get("target", ""), replica=first.get("replica", ""),
                 started=min(r.get("started", "") for r in rows), versions=first.get("versions", {}),
-                interrupted=stop,
+                interrupted=stop, stopped=next((r.diagnosis for r in results if r.setup), ""),
             ))
         # Two runs of one store class (two factories) keep their own names apart.
         shown = Counter(r.name for r in out)

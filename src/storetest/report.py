@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-from storetest.results import SHOWN, ClauseResult, Report, render_text
+from storetest.results import SETUP_ROW, SHOWN, ClauseResult, Report, render_text
 
 __all__ = ["JSON_FORMAT", "SHOWN", "render", "render_html", "render_json", "render_markdown", "render_text",
            "schema", "unwritable"]
@@ -114,7 +114,8 @@ def render_markdown(reports: Sequence[Report]) -> str:
         if report.claimed():
             lines += ["| clause | result | seconds | diagnosis |", "|---|---|---|---|"]
         for r in report.claimed():
-            lines.append(f"| [`{r.clause}`](#{_anchor(r.clause)}) | {SHOWN[r.outcome]} | {r.seconds:.2f} "
+            shown = SETUP_ROW if r.setup else f"[`{r.clause}`](#{_anchor(r.clause)})"
+            lines.append(f"| {shown} | {SHOWN[r.outcome]} | {r.seconds:.2f} "
                          f"| {_md(r.diagnosis)}{''.join(f' limit: {_md(x)}.' for x in r.limits)} |")
         lines.append("")
         if report.not_claimed_line():
@@ -123,7 +124,7 @@ def render_markdown(reports: Sequence[Report]) -> str:
             if names:
                 lines += [f"{label} ({len(names)}): {', '.join(f'`{n}`' for n in names)}.", ""]
         for r in report.failures():
-            lines += [f"### {r.clause}: {r.outcome}", "", _md(r.diagnosis), ""]
+            lines += [f"### {SETUP_ROW if r.setup else r.clause}: {r.outcome}", "", _md(r.diagnosis), ""]
             if r.violations:
                 lines += [f"Violations ({len(r.violations)}):", ""]
                 lines += _fenced([line for v in r.violations for line in v.lines()])
@@ -222,7 +223,8 @@ def render_html(reports: Sequence[Report]) -> str:
         if report.claimed():
             out.append("<table><tr><th>clause</th><th>result</th><th>seconds</th><th>diagnosis</th></tr>")
         for r in report.claimed():
-            out.append(f"<tr><td><a href='#{e(_anchor(r.clause))}'><code>{e(r.clause)}</code></a></td>"
+            shown = e(SETUP_ROW) if r.setup else f"<a href='#{e(_anchor(r.clause))}'><code>{e(r.clause)}</code></a>"
+            out.append(f"<tr><td>{shown}</td>"
                        f"<td class='{e(r.outcome)}'>{e(SHOWN[r.outcome])}</td><td>{r.seconds:.2f}</td>"
                        f"<td>{_html(r.diagnosis)}{''.join(f' limit: {_html(x)}.' for x in r.limits)}</td></tr>")
         if report.claimed():
@@ -233,7 +235,7 @@ def render_html(reports: Sequence[Report]) -> str:
             if names:
                 out.append(f"<p>{label} ({len(names)}): {e(', '.join(names))}</p>")
         for r in report.failures():
-            out.append(f"<h3>{e(r.clause)}: {e(r.outcome)}</h3><p>{_html(r.diagnosis)}</p>")
+            out.append(f"<h3>{e(SETUP_ROW if r.setup else r.clause)}: {e(r.outcome)}</h3><p>{_html(r.diagnosis)}</p>")
             if r.violations:
                 out.append(f"<p>Violations ({len(r.violations)}):</p>")
                 out.append(_pre([line for v in r.violations for line in v.lines()]))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final, Literal
 if TYPE_CHECKING:  # not imported at run time: a report is rendered without the engine
     from storetest._engine.failures import Violation
 
-__all__ = ["CAPABILITY_NAMES", "SHOWN", "ClauseResult", "Interrupted", "Outcome", "Progress", "Report",
+__all__ = ["CAPABILITY_NAMES", "SETUP_ROW", "SHOWN", "ClauseResult", "Interrupted", "Outcome", "Progress", "Report",
            "interrupted_line", "not_claimed", "render_text", "summary_line", "versions"]
 
 Outcome = Literal["passed", "failed", "skipped", "not claimed", "error", "interrupted"]
@@ -264,7 +264,7 @@ def render_text(report: Report, width: int = 100) -> str:
         return "\n".join(lines)
     shown = report.claimed()
     # A set-up error is the run's, not the clause that happened to come first.
-    names = [_SETUP if r.setup else r.clause for r in shown]
+    names = [SETUP_ROW if r.setup else r.clause for r in shown]
     name_width = max((len(n) for n in names), default=0)
     for r, name in zip(shown, names, strict=True):
         lines.append(f"  {SHOWN[r.outcome]:5} {name:<{name_width}}  {r.seconds:6.2f}s")
@@ -286,7 +286,7 @@ def render_text(report: Report, width: int = 100) -> str:
 
 
 #: The row of a set-up error (a factory, an opener or a binding gave no store).
-_SETUP = "set-up (no clause ran)"
+SETUP_ROW: Final = "set-up (no clause ran)"
 
 
 class Interrupted(KeyboardInterrupt):
