@@ -213,3 +213,4 @@ def test_a_plain_item_sessions_stuck_call_is_abandoned_not_cancelled(released: N
     assert result.diagnosis.startswith("get_items('st-"), result.diagnosis
     assert "abandoned, still running" in result.diagnosis and "cancelled" not in result.diagnosis, result.diagnosis
     assert report.name == "Hung"  # the session's class, not the binding's ItemHistory
+    assert report.replica == ""  # the binding's own second handle is nobody's replica= line
