@@ -474,9 +474,10 @@ class _ConformanceReport:
             capabilities = tuple(sorted({c for r in rows for c in r["capabilities"]}))
             collected = self.collected.get(run, set(ran_rows))
             if len(collected) < len(CLAUSES) - len(unclaimed):
-                # A selection (-k, -m, test ids) left some of the run's tests out: the clauses
-                # its store does not claim (no tests) are left out with them, not counted.
-                unclaimed = {}
+                # A selection left some of the run's tests out: the clauses its store does not
+                # claim (no tests) are kept only where its -k would have kept their tests.
+                kept = _keyword_keeps(self.config)
+                unclaimed = {name: r for name, r in unclaimed.items() if kept(name, rows[0]["nodeid"])}
             # Collected and not run (Ctrl-C, -x): not claimed when what the store claims says so.
             for c in CLAUSES:
                 if c.name in collected and c.name not in ran_rows and capabilities and c.needs - set(capabilities):
@@ -515,6 +516,32 @@ class _ConformanceReport:
         for path in self.config.getoption("storetest_report"):
             Path(path).write_text(render(reports, path) + "\n", encoding="utf-8")
             terminalreporter.line(f"report written to {path}")
+
+
+def _keyword_keeps(config: pytest.Config) -> Callable[[str, str], bool]:
+    """Whether the session's selection would have kept the test of a clause that has none
+    (its store does not claim it), named as its run's tests are: by ``-k``, read as pytest
+    reads it against the test's name, its class's and its module's. Any other selection
+    (``-m``, test ids, a ``-k`` this cannot read) keeps none."""
+    keyword = config.getoption("keyword", "")
+    try:
+        from _pytest.mark.expression import Expression
+
+        expression = Expression.compile(keyword) if keyword else None
+    except Exception:  # pytest's own module moved, or an expression it refused
+        expression = None
+    if expression is None or config.getoption("markexpr", ""):
+        return lambda clause, nodeid: False
+
+    def keeps(clause: str, nodeid: str) -> bool:
+        names = [f"test_{clause}", *nodeid.split("::")[:-1], *Path(nodeid.split("::")[0]).parts]
+
+        def matches(sub: str, /, **_: object) -> bool:
+            return any(sub.lower() in n.lower() for n in names)
+
+        return expression.evaluate(matches)
+
+    return keeps
 
 
 def _shared_dir(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config) -> Path:
