@@ -229,7 +229,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--reopen", metavar="MODULE:FACTORY",
                      help="a function opening the same data from another process (its parameters named like "
                      "the factory's): runs the crash clauses, which kill a process writing through the store")
-    run.add_argument("--name", help="label for the report (default: the store's class name)")
+    run.add_argument("--name", help="label for the report (default: the store's class name, else the name "
+                     "TARGET gives the factory)")
     run.add_argument("--report", metavar="FILE", action="append", default=[],
                      help="also write the report to FILE (.json JSON, .html HTML, else Markdown); "
                      "give it again for more than one")
