@@ -162,7 +162,7 @@ All three go through `storetest.check`, so they call factories the same way.
 - **Ctrl-C.** Under `check()`, `storetest check` and pytest, the clause in flight is
   cancelled at a safe point and reported `interrupted`, never as an error of the store;
   its teardown runs; `check()` raises `storetest.Interrupted` (a `KeyboardInterrupt`)
-  whose `report` holds the verdicts so far, with "interrupted after N of M clauses", and
+  whose `report` holds the verdicts so far, with "interrupted after N of M claimed clauses", and
   the command and the plugin print that table and write every report asked for, then
   exit 130. Under pytest the throwaway-database fixtures are torn down first, then
   their servers stopped (`tests/test_ctrl_c_databases.py`: Redis, PostgreSQL, MariaDB).
@@ -297,8 +297,10 @@ EXIT_MEANINGS = {
     "it matched (pytest's exit status for no tests)",
     "EXIT_INTERRUPTED": "interrupted by Ctrl-C (SIGINT): the clause in flight is reported `interrupted` "
     "(never an error of the store), its teardown runs, the table so far and every `--report` are written with "
-    "\"interrupted after N of M clauses\"; a second Ctrl-C exits at once, without teardown. `pytest` exits "
-    "130 too when Ctrl-C stops a run with storetest clauses in it (its own status is 2)",
+    "\"interrupted after N of M claimed clauses\"; a second Ctrl-C exits at once, without teardown. Ctrl-C "
+    "before the first clause (while storetest or the target imports) is one line, with every `--report` written "
+    "with what is known. `pytest` exits 130 too when Ctrl-C stops a run with storetest clauses in it (its own "
+    "status is 2)",
 }
 
 

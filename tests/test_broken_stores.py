@@ -181,8 +181,9 @@ def test_run_conformance_reports_the_jsonb_style_store(pytester: pytest.Pytester
     # The table wraps long diagnoses onto indented lines: join them back.
     report = " ".join(line.strip() for line in lines[start + 1 : end])
     items = len([c for c in CLAUSES if c.needs & {"items", "adk", "checkpoints"}])
-    assert (f"jsonb-memory: {35 + items} clauses: 15 passed, 2 failed, 3 skipped, {15 + items} not claimed, "
-            "3 not run") in report
+    # -k "not store_matches_model" deselects log_store_matches_model too, which the store does not claim.
+    assert (f"jsonb-memory: {34 + items} of {len(CLAUSES)} clauses selected (4 deselected): 15 passed, 2 failed, "
+            f"3 skipped; {14 + items} not claimed") in report
     assert (
         "FAIL tool_arguments_are_kept_verbatim" in " ".join(report.split())
     ), report

@@ -47,7 +47,7 @@ def test_default_checks_sqlite_and_prints_the_report(tmp_path: Path) -> None:
     claimed = len([c for c in CLAUSES if not c.needs & {"log", "items", "adk", "checkpoints"}])
     # opt-in (--idle, --reopen), skipped without them
     idle = len([c for c in CLAUSES if c.idle or (c.reopen and not c.needs & {"log", "items", "adk", "checkpoints"})])
-    assert (f"SQLiteStore: {n} clauses: {claimed - idle} passed, 0 failed, {idle} skipped, {n - claimed} "
+    assert (f"SQLiteStore: {n} clauses: {claimed - idle} passed, 0 failed, {idle} skipped; {n - claimed} "
             "not claimed" in result.stdout)
     data = json.loads(report.read_text())
     assert {row["outcome"] for row in data["runs"][0]["results"]} == {"passed", "skipped", "not claimed"}
@@ -114,7 +114,7 @@ def test_a_factory_that_raises_is_reported_once(tmp_path: Path) -> None:
     # The diagnosis, the traceback's first line, the table's row: once each.
     assert result.stdout.count("RuntimeError: cannot reach the database") == 3, result.stdout
     assert "the factory raised RuntimeError" in result.stdout
-    assert f"{len(CLAUSES) - 1} clauses not run: the factory fails before them" in result.stdout
+    assert f"{len(CLAUSES) - 1} selected clauses not reached: the set-up fails before them" in result.stdout
     assert "store raised" not in result.stdout
     result = check("factories:returns_none", "-q", cwd=tmp_path)
     assert result.returncode == 1
@@ -142,7 +142,7 @@ def test_reports_carry_everything_a_reader_needs(tmp_path: Path) -> None:
     page = (tmp_path / "r.html").read_text()
     for text in (markdown, page):
         for needed in ("storetest", "hypothesis", "python", "started:", "thirdparty:make_store",
-                       "thirdparty:make_replica", "seed", "abc123", f"Not run ({len(CLAUSES) - 2})",
+                       "thirdparty:make_replica", "seed", "abc123", f"Deselected ({len(CLAUSES) - 2})",
                        "--seed 5 --nonce abc123 --profile fast -k steers_are_taken_in_order_exactly_once",
                        "sent:", "got:", "Steers come back oldest first", "#clause-"):
             assert needed in text, (needed, text[:2000])
@@ -151,7 +151,8 @@ def test_reports_carry_everything_a_reader_needs(tmp_path: Path) -> None:
     (run,) = data["runs"]
     assert data["format"] == 3
     assert run["totals"] == {"passed": 1, "failed": 1, "skipped": 0, "not claimed": 0, "error": 0, "interrupted": 0,
-                             "not run": len(CLAUSES) - 2, "clauses": 2}
+                             "not run": len(CLAUSES) - 2, "clauses": 2, "selected": 2, "not reached": 0,
+                             "deselected": len(CLAUSES) - 2}
     failed = next(c for c in run["results"] if c["outcome"] == "failed")
     assert len(failed["violations"]) >= 1 and failed["replay"].startswith("storetest check thirdparty:make_store")
     assert [c["clause"] for c in run["results"]] == [n for n in [c.name for c in CLAUSES]
@@ -189,7 +190,9 @@ def test_a_target_may_be_a_file(tmp_path: Path) -> None:
     for target in ("sub/by_path.py:make_store", "./here.py:make_store", "here.py:make_store"):
         done = check(target, "-k", "unknown_session", "-q", cwd=tmp_path)
         assert done.returncode == 0, (target, done.stdout + done.stderr)
-        assert "MemoryStore: 1 clauses: 1 passed" in done.stdout  # the store's class names the run
+        # the store's class names the run
+        assert f"MemoryStore: 1 of {len(CLAUSES)} clauses selected ({len(CLAUSES) - 1} deselected): 1 passed" \
+            in done.stdout
     missing = check("nowhere.py:make_store", cwd=tmp_path)
     assert missing.returncode == 4 and "no file 'nowhere.py'" in missing.stderr
 

@@ -7,7 +7,7 @@ when the k-th store of the run is opened, in flight in a call, made by its facto
 torn down, and the test sends SIGINT once the marker is there. Each run must exit 130,
 blame nothing on the store (no ``error``, no ``failed``), stop (no store made after the
 interrupted one), run the teardown of every store it made, and write its report with
-"interrupted after N of M clauses".
+"interrupted after N of M claimed clauses".
 
 Cost: 41 short runs (5 quick clauses each), 4 at a time; about 40 s on 2 busy cores.
 """
@@ -226,7 +226,7 @@ def _interrupt_at(runner: str, point: tuple[int, str, str], tmp: Path) -> list[s
         problems.append(f"outcomes {outcomes}")
     total = len(_selected(KEYWORD) or ())  # pytest -k selects the same clause tests
     done = len([o for o in outcomes if o != "interrupted"])
-    if run["interrupted"] != f"interrupted after {done} of {total} clauses" or run["interrupted"] not in out:
+    if run["interrupted"] != f"interrupted after {done} of {total} claimed clauses" or run["interrupted"] not in out:
         problems.append(f"report says {run['interrupted']!r}; output:\n{out[-2000:]}")
     return [f"{runner} at {point}: {p}" for p in problems]
 

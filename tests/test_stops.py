@@ -595,7 +595,7 @@ def test_ctrl_c_under_check_reports_the_clause_interrupted_and_tears_it_down(ctr
     assert time.monotonic() - began < 20  # not the 30 s the call would take
     report = stopped.value.report
     assert [r.outcome for r in report.results] == ["passed", "passed", "interrupted"], str(report)
-    assert report.interrupted == "interrupted after 2 of 3 clauses"
+    assert report.interrupted == "interrupted after 2 of 3 claimed clauses"
     assert "take_steers('st-" in report.results[-1].diagnosis  # the call in flight
     assert not report.ok and report.failures() == []
     assert torn == ["teardown"] * 3

@@ -18,24 +18,19 @@ interrupted, its teardown runs, and the report so far is printed and written).
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import re
 import sys
-import sysconfig
-import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from storetest._engine.failures import describe_exception, store_frames
-from storetest._engine.profiles import PROFILES, check_call_timeout
-from storetest.clauses import CLAUSES
-from storetest.report import render, unwritable
-from storetest.results import SHOWN, Interrupted, Progress, Report, render_text
-from storetest.runner import SUPPLIED, check, check_reopen, unsupplied, with_reopen_advice, with_replica_advice
+# Nothing else is imported here: the rest of storetest (and Hypothesis) loads inside
+# main(), where Ctrl-C while it loads is one line and exit status 130, not a traceback.
+if TYPE_CHECKING:
+    from storetest.results import ClauseResult, Progress, Report
 
 __all__ = ["main"]
 
@@ -65,6 +60,8 @@ def _version() -> str:
 
 def _resolve(target: str, flag: str) -> Callable[..., Any]:
     """``package.module:factory``, or a file: ``path/to/stores.py:factory``."""
+    import importlib
+
     module, sep, attribute = target.rpartition(":")
     if not sep or not module or not attribute.isidentifier():
         raise _Usage(f"{flag} {target!r} is not of the form package.module:factory or path/to/file.py:factory")
@@ -85,6 +82,8 @@ def _resolve(target: str, flag: str) -> Callable[..., Any]:
 def _load_file(path: str, flag: str) -> Any:
     """The module in file ``path``, imported as ``python path`` would (its directory
     first on ``sys.path``, so its neighbours import), once however often it is named."""
+    import importlib.util
+
     file = Path(path).resolve()
     if not file.is_file():
         raise _Usage(f"{flag}: no file {path!r} (from {os.getcwd()})")
@@ -107,6 +106,8 @@ def _load_file(path: str, flag: str) -> Any:
 
 def _reopen(args: argparse.Namespace) -> Callable[..., Any] | None:
     """``--reopen``: an importable function, checked before the run; ``None`` without it."""
+    from storetest.runner import check_reopen
+
     if not args.reopen:
         return None
     if args.target is None:
@@ -121,6 +122,11 @@ def _reopen(args: argparse.Namespace) -> Callable[..., Any] | None:
 
 def _own_frames(error: BaseException) -> str:
     """The error and the frames of the target's own code (not importlib's, not storetest's)."""
+    import sysconfig
+    import traceback
+
+    from storetest._engine.failures import describe_exception, store_frames
+
     theirs = ("<", str(Path(__file__).parent) + os.sep, sysconfig.get_paths()["stdlib"] + os.sep)
     roots = [f.filename for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(theirs)]
     return store_frames(error, roots) if roots else describe_exception(error)
@@ -133,6 +139,8 @@ def _selected(keyword: str | None) -> list[str] | None:
     """The clauses ``-k`` selects, in pytest's grammar: words matched (ignoring case)
     against the clause's name, joined by ``and``, ``or`` (or ``,``), ``not`` and
     parentheses. Returns every clause when nothing is given; may return none."""
+    from storetest.clauses import CLAUSES
+
     if not keyword:
         return None
     tokens = [t.lower() if t.lower() in ("and", "or", "not") else t for t in _TOKEN.findall(keyword)]
@@ -189,6 +197,8 @@ def _selected(keyword: str | None) -> list[str] | None:
 
 def _writable(paths: list[str]) -> None:
     """Refuse, before the run, a report path that cannot be written."""
+    from storetest.report import unwritable
+
     for path in paths:
         problem = unwritable(path)
         if problem:
@@ -196,6 +206,8 @@ def _writable(paths: list[str]) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from storetest._engine.profiles import PROFILES
+
     parser = argparse.ArgumentParser(
         prog="storetest", description=(__doc__ or "").split("\n\n")[0].replace("``", "")
     )
@@ -217,7 +229,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--reopen", metavar="MODULE:FACTORY",
                      help="a function opening the same data from another process (its parameters named like "
                      "the factory's): runs the crash clauses, which kill a process writing through the store")
-    run.add_argument("--name", help="label for the report (default: the store's class name)")
+    run.add_argument("--name", help="label for the report (default: the store's class name, else the name "
+                     "TARGET gives the factory)")
     run.add_argument("--report", metavar="FILE", action="append", default=[],
                      help="also write the report to FILE (.json JSON, .html HTML, else Markdown); "
                      "give it again for more than one")
@@ -237,22 +250,83 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@dataclass
+class _Known:
+    """What the command knows so far, for a Ctrl-C that comes at any point."""
+
+    args: argparse.Namespace | None = None
+    #: The run's report, once it returned (Ctrl-C while it is printed or written).
+    report: Report | None = None
+    #: When the command started (UTC, ISO 8601).
+    started: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; returns its exit status. Ctrl-C outside a run (while a target
-    imports, or a report is written) exits 130 too, with one line, not a traceback."""
+    """Run the command; returns its exit status. Ctrl-C at any point (while storetest
+    or the target imports, while a report is written) exits 130 too, with one line, not
+    a traceback, and every ``--report`` is written with what is known."""
+    known = _Known()
     try:
-        return _command(argv)
+        return _command(argv, known)
     except KeyboardInterrupt:
-        print("\nstoretest check: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(known)
 
 
-def _command(argv: list[str] | None) -> int:
+def _interrupted(known: _Known) -> int:
+    """Ctrl-C outside a run: one line, and the reports asked for, with what is known (a
+    second Ctrl-C exits at once)."""
+    import signal
+
+    def again(signum: int, frame: object) -> None:
+        os.write(2, b"\nstoretest check: interrupted again: exiting now\n")
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, again) if _main_thread() else None
+    try:
+        args, report = known.args, known.report
+        if report is None:
+            print("\nstoretest check: interrupted (Ctrl-C) before any clause ran", file=sys.stderr)
+        else:
+            print(f"\nstoretest check: interrupted (Ctrl-C) after the run ({report.summary()})", file=sys.stderr)
+        if args is not None and args.report:
+            _write(report or _nothing_ran(args, known), args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return EXIT_INTERRUPTED
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _nothing_ran(args: argparse.Namespace, known: _Known) -> Report:
+    """The report of a run Ctrl-C stopped before its first clause: no verdict, and no
+    seed or nonce (none was used)."""
+    from storetest.results import Report, versions
+
+    target = args.target or _DEFAULT_TARGET
+    return Report(name=args.name or _run_name(args), profile=args.profile or os.environ.get("STORETEST_PROFILE")
+                  or "fast", seed=args.seed or 0, nonce=args.nonce or "", results=(), target=target,
+                  replica=args.replica or "", started=known.started, versions=versions(),
+                  interrupted="interrupted (Ctrl-C) before any clause ran")
+
+
+def _command(argv: list[str] | None, known: _Known) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_OK if exc.code == 0 else EXIT_USAGE
+    known.args = args
+    # Everything else loads now (Ctrl-C here is main()'s).
+    from storetest._engine.profiles import check_call_timeout
+    from storetest.clauses import CLAUSES
+    from storetest.results import SHOWN, Interrupted
+    from storetest.runner import SUPPLIED, check, unsupplied, with_reopen_advice, with_replica_advice
+
     # Importing the target must work from the caller's directory, as `python -m` would.
     sys.path.insert(0, os.getcwd())
     factory: Callable[..., Any]
@@ -310,13 +384,14 @@ def _command(argv: list[str] | None) -> int:
         return EXIT_USAGE
     except Interrupted as stop:
         # Ctrl-C: the verdicts so far, the clause in flight as interrupted, every report written.
-        _print(with_reopen_advice(with_replica_advice(_with_replays(stop.report, args),
-                                                      "pass --replica MODULE:FACTORY"),
-                                  "pass --reopen MODULE:FACTORY"), args)
+        known.report = _as_typed(with_reopen_advice(with_replica_advice(_with_replays(stop.report, args),
+                                                                        "pass --replica MODULE:FACTORY"),
+                                                    "pass --reopen MODULE:FACTORY"), args, factory)
+        _print(known.report, args)
         print(f"storetest check: {stop.report.interrupted}", file=sys.stderr)
         return EXIT_INTERRUPTED
     report = with_replica_advice(_with_replays(report, args), "pass --replica MODULE:FACTORY")
-    report = with_reopen_advice(report, "pass --reopen MODULE:FACTORY")
+    report = known.report = _as_typed(with_reopen_advice(report, "pass --reopen MODULE:FACTORY"), args, factory)
     _print(report, args)
     if args.target is None:
         # The first command a reader runs: what to run next.
@@ -328,6 +403,23 @@ def _command(argv: list[str] | None) -> int:
               "ran nothing", file=sys.stderr)
         return EXIT_NO_CLAUSE
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _run_name(args: argparse.Namespace) -> str:
+    """The name the author gave the factory on the command line (``sessions`` of
+    ``test_sessions.py:sessions``)."""
+    return args.target.rpartition(":")[2] if args.target else "SQLiteStore"
+
+
+def _as_typed(report: Report, args: argparse.Namespace, factory: Callable[..., Any]) -> Report:
+    """The report with the target and replica as typed, and, when neither ``--name``
+    nor the store's class named the run, the name the target gives the factory."""
+    from storetest.runner import default_name
+
+    name = report.name
+    if not args.name and args.target and name == default_name(factory):
+        name = _run_name(args)
+    return replace(report, name=name, target=args.target or _DEFAULT_TARGET, replica=args.replica or "")
 
 
 def _with_replays(report: Report, args: argparse.Namespace) -> Report:
@@ -347,17 +439,36 @@ def _with_replays(report: Report, args: argparse.Namespace) -> Report:
     return replace(report, results=results)
 
 
+def _setup_text(failure: ClauseResult) -> str:
+    """A set-up error's diagnosis and details, the line they share said once."""
+    details = failure.details
+    if not details or details == failure.diagnosis:
+        return failure.diagnosis
+    return details if details.startswith(failure.diagnosis) else f"{failure.diagnosis}\n{details}"
+
+
 def _print(report: Report, args: argparse.Namespace) -> None:
+    from storetest.results import render_text
+
     for failure in report.failures():
         if failure.setup:
             # Said once: the factory fails before any clause could run.
-            print(f"\n{failure.diagnosis}\n{failure.details}")
-            print(f"{len(report.not_run)} clauses not run: the factory fails before them")
+            print(f"\n{_setup_text(failure)}")
+            if report.not_reached:
+                n = len(report.not_reached)
+                print(f"{n} selected clause{'s' if n != 1 else ''} not reached: the set-up fails before them")
             continue
         print(f"\n{failure.clause}: {failure.outcome}\n{failure.details or failure.diagnosis}")
         print(f"replay: {failure.replay}")
     print()
     print(render_text(report))
+    _write(report, args)
+
+
+def _write(report: Report, args: argparse.Namespace) -> None:
+    """Every report ``--report`` asks for."""
+    from storetest.report import render
+
     for path in args.report:
         Path(path).write_text(render([report], path) + "\n", encoding="utf-8")
         print(f"report written to {path}")

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -30,8 +31,8 @@ from storetest._engine.profiles import PROFILES, check_call_timeout, check_idle,
 from storetest._engine.stops import INTERRUPTED_STATUS
 from storetest.clauses import CLAUSES
 from storetest.report import render, unwritable
-from storetest.results import ClauseResult, Interrupted, Progress, Report, not_claimed, render_text
-from storetest.runner import check, check_reopen, with_reopen_advice, with_replica_advice
+from storetest.results import ClauseResult, Interrupted, Progress, Report, interrupted_line, not_claimed, render_text
+from storetest.runner import check, check_reopen, default_name, with_reopen_advice, with_replica_advice
 
 __all__ = ["run_conformance"]
 
@@ -50,6 +51,12 @@ class _Spec:
     unclaimed: tuple[ClauseResult, ...] = ()
     #: Opens the same data from another process, for the crash clauses.
     reopen: Callable[..., Any] | None = None
+    #: Whether ``name`` was given (else the store's class names the run in the report).
+    named: bool = False
+    #: The factory and the replica given, as ``module:name`` (the names the test module
+    #: gives them), for the report.
+    target: str = ""
+    replica_target: str = ""
 
 
 #: Classes made by run_conformance, with the line that made them, by the globals of the
@@ -111,17 +118,22 @@ def run_conformance(
         raise ValueError(
             f"run_conformance(skip=...) names unknown clauses {unknown}; the clauses are: " + ", ".join(names)
         )
+    caller = sys._getframe(1)
+    named = name is not None
     if name is None:
-        name = getattr(factory, "__name__", "store").strip("_<>") or "store"
-        if name == "lambda":
-            name = "store"
+        # The factory's name; a lambda's, the name the module gives it (``sessions = item_sessions(...)``).
+        name = default_name(factory)
+        if name == "store":
+            name = _bound_name(factory, caller.f_globals) or name
     declared = declared_capabilities(factory)
     unclaimed = () if declared is None else tuple(
         not_claimed(c.name, c.needs - declared, CAPABILITIES, promise=c.promise, topic=c.topic,
                     exists_for=c.exists_for)
         for c in CLAUSES if c.needs - declared)
-    cls = _conformance_class(_Spec(factory, replica, name, skip, declared, unclaimed, reopen))
-    caller = sys._getframe(1)
+    module = caller.f_globals.get("__name__", "?")
+    cls = _conformance_class(_Spec(factory, replica, name, skip, declared, unclaimed, reopen, named,
+                                   _where(factory, module, caller.f_globals),
+                                   _where(replica, module, caller.f_globals) if replica is not None else ""))
     made = _MADE.setdefault(id(caller.f_globals), (caller.f_globals, []))[1]
     taken = {c.__name__ for _, c in made}
     base, n = cls.__name__, 2
@@ -130,6 +142,19 @@ def run_conformance(
         n += 1
     made.append((caller.f_lineno, cls))
     return cls
+
+
+def _bound_name(fn: object, namespace: Mapping[str, Any]) -> str | None:
+    """The name ``namespace`` (a test module's globals) binds to ``fn``, if one does."""
+    return next((key for key, value in namespace.items() if value is fn and not key.startswith("_")), None)
+
+
+def _where(fn: Callable[..., Any], module: str, namespace: Mapping[str, Any]) -> str:
+    """``module:name`` for a factory: by the name the test module binds it to, else its own."""
+    bound = _bound_name(fn, namespace)
+    if bound is not None:
+        return f"{module}:{bound}"
+    return f"{getattr(fn, '__module__', module)}:{getattr(fn, '__qualname__', repr(fn))}"
 
 
 def _conformance_class(spec: _Spec) -> type:
@@ -170,13 +195,15 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
     try:
         report = check(
             spec.factory, spec.replica, clauses=[clause], profile=config.option.storetest_profile,
-            seed=seed, nonce=run_nonce, name=spec.name, skip=spec.skip, fixtures=request.getfixturevalue,
+            seed=seed, nonce=run_nonce, name=spec.name if spec.named else None, skip=spec.skip,
+            fixtures=request.getfixturevalue,
             progress=_progress_line(config), idle=config.option.storetest_idle, reopen=spec.reopen,
             call_timeout=config.option.storetest_call_timeout,
         )
     except Interrupted as stop:
         # Ctrl-C: pytest gets its KeyboardInterrupt and stops; the clause's row (interrupted,
         # never an error of the store) goes straight to the table, as no report is logged.
+        stop.report = _as_given(stop.report, spec, nonce)
         (result,) = stop.report.results
         collector = config.pluginmanager.get_plugin("storetest-report")
         if isinstance(collector, _ConformanceReport):
@@ -188,7 +215,7 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
     replay = (f"pytest {shlex.quote(where)} --storetest-seed={seed} "
               f"--storetest-nonce={nonce} --storetest-profile={report.profile}"
               + (f" --storetest-idle={config.option.storetest_idle:g}" if config.option.storetest_idle else ""))
-    report = with_replica_advice(report, "pass replica=<factory> to run_conformance")
+    report = with_replica_advice(_as_given(report, spec, nonce), "pass replica=<factory> to run_conformance")
     report = with_reopen_advice(report, "pass reopen=<factory> to run_conformance")
     (result,) = report.results
     if result.outcome in ("failed", "error"):
@@ -205,11 +232,21 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
                     "class (or pass the class) and clauses it does not claim are not collected")
     if result.setup:
         stopped[spec.name] = f"the factory failed in {request.node.nodeid}: {result.diagnosis}"
-        pytest.fail("\n".join([result.diagnosis, result.details, "",
-                                "the other clauses of this run are not run: the factory fails before them"]),
+        said = (result.details if result.details.startswith(result.diagnosis)
+                else "\n".join(filter(None, [result.diagnosis, result.details])))
+        pytest.fail("\n".join([said, "", "the other clauses of this run are not run: the factory fails before them"]),
                     pytrace=False)
     if result.outcome in ("failed", "error"):
         pytest.fail("\n".join([result.details or result.diagnosis, "", f"replay: {replay}"]), pytrace=False)
+
+
+def _as_given(report: Report, spec: _Spec, nonce: str) -> Report:
+    """The report as the test module gave the run: its name (when given, or when the
+    store's class did not name it), its factories by the names the module gives them,
+    and the session's nonce, the one ``--storetest-nonce`` takes (each run's session ids
+    add a suffix of their own, so that two runs on one database stay apart)."""
+    name = report.name if not spec.named and report.name != default_name(spec.factory) else spec.name
+    return replace(report, name=name, target=spec.target, replica=spec.replica_target, nonce=nonce)
 
 
 def _progress_line(config: pytest.Config) -> Callable[[Progress], None] | None:
@@ -229,7 +266,8 @@ def _progress_line(config: pytest.Config) -> Callable[[Progress], None] | None:
 
 def _row(report: Report, result: ClauseResult, nodeid: str, spec: _Spec) -> dict[str, Any]:
     """What the controller needs to rebuild the report (plain data: xdist sends it)."""
-    return {"run": report.name, "profile": report.profile, "seed": report.seed, "nonce": report.nonce,
+    return {"run": spec.name, "name": report.name, "profile": report.profile, "seed": report.seed,
+            "nonce": report.nonce,
             "capabilities": list(report.capabilities), "partial": dict(report.partial), "nodeid": nodeid,
             "target": report.target, "replica": report.replica, "started": report.started,
             "versions": dict(report.versions), "result": asdict(result),
@@ -384,16 +422,16 @@ class _ConformanceReport:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.rows: dict[str, dict[str, Any]] = {}
-        #: Clause tests collected, by run; whether Ctrl-C stopped the session.
-        self.collected: dict[str, int] = {}
+        #: The clauses whose tests were collected (and not deselected), by run; whether
+        #: Ctrl-C stopped the session.
+        self.collected: dict[str, set[str]] = {}
         self.interrupted = False
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
             marker = item.get_closest_marker("storetest")
             if marker is not None:
-                run = marker.kwargs["run"]
-                self.collected[run] = self.collected.get(run, 0) + 1
+                self.collected.setdefault(marker.kwargs["run"], set()).add(marker.kwargs["clause"])
 
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True
@@ -433,23 +471,39 @@ class _ConformanceReport:
         for run, rows in runs.items():
             unclaimed = {u["clause"]: _result(u) for r in rows for u in r.get("unclaimed", ())}
             ran_rows = {r["result"]["clause"]: _result(r["result"]) for r in rows}
+            capabilities = tuple(sorted({c for r in rows for c in r["capabilities"]}))
+            collected = self.collected.get(run, set(ran_rows))
+            if len(collected) < len(CLAUSES) - len(unclaimed):
+                # A selection left some of the run's tests out: the clauses its store does not
+                # claim (no tests) are kept only where its -k would have kept their tests.
+                kept = _keyword_keeps(self.config)
+                unclaimed = {name: r for name, r in unclaimed.items() if kept(name, rows[0]["nodeid"])}
+            # Collected and not run (Ctrl-C, -x): not claimed when what the store claims says so.
+            for c in CLAUSES:
+                if c.name in collected and c.name not in ran_rows and capabilities and c.needs - set(capabilities):
+                    unclaimed[c.name] = not_claimed(c.name, c.needs - set(capabilities), CAPABILITIES,
+                                                    promise=c.promise, topic=c.topic, exists_for=c.exists_for)
             results = tuple(sorted({**unclaimed, **ran_rows}.values(),
                                    key=lambda r: order.get(r.clause, len(order))))
             ran = {r.clause for r in results}
+            deselected = tuple(c.name for c in CLAUSES if c.name not in ran and c.name not in collected)
+            not_reached = [c.name for c in CLAUSES if c.name not in ran and c.name in collected]
             first = rows[0]
-            finished = len([r for r in results if r.outcome != "interrupted"])
-            total = len(unclaimed) + self.collected.get(run, len(rows))
-            stop = f"interrupted after {finished} of {total} clauses" if self.interrupted else ""
+            stop = (interrupted_line(Counter(r.outcome for r in results), len(not_reached))
+                    if self.interrupted else "")
             out.append(Report(
-                name=run, profile=first["profile"], seed=first["seed"], nonce=first["nonce"],
-                results=results, capabilities=tuple(sorted({c for r in rows for c in r["capabilities"]})),
+                name=next((r["name"] for r in rows if r.get("name")), run), profile=first["profile"],
+                seed=first["seed"], nonce=first["nonce"], results=results, capabilities=capabilities,
                 partial=first.get("partial", {}),
-                not_run=tuple(c.name for c in CLAUSES if c.name not in ran),
+                not_run=(*deselected, *not_reached), deselected=deselected,
                 target=first.get("target", ""), replica=first.get("replica", ""),
                 started=min(r.get("started", "") for r in rows), versions=first.get("versions", {}),
-                interrupted=stop,
+                interrupted=stop, stopped=next((r.diagnosis for r in results if r.setup), ""),
             ))
-        return out
+        # Two runs of one store class (two factories) keep their own names apart.
+        shown = Counter(r.name for r in out)
+        return [replace(r, name=f"{r.name} ({run})") if shown[r.name] > 1 and r.name != run else r
+                for r, run in zip(out, runs, strict=True)]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         reports = self.reports()
@@ -462,6 +516,32 @@ class _ConformanceReport:
         for path in self.config.getoption("storetest_report"):
             Path(path).write_text(render(reports, path) + "\n", encoding="utf-8")
             terminalreporter.line(f"report written to {path}")
+
+
+def _keyword_keeps(config: pytest.Config) -> Callable[[str, str], bool]:
+    """Whether the session's selection would have kept the test of a clause that has none
+    (its store does not claim it), named as its run's tests are: by ``-k``, read as pytest
+    reads it against the test's name, its class's and its module's. Any other selection
+    (``-m``, test ids, a ``-k`` this cannot read) keeps none."""
+    keyword = config.getoption("keyword", "")
+    try:
+        from _pytest.mark.expression import Expression
+
+        expression = Expression.compile(keyword) if keyword else None
+    except Exception:  # pytest's own module moved, or an expression it refused
+        expression = None
+    if expression is None or config.getoption("markexpr", ""):
+        return lambda clause, nodeid: False
+
+    def keeps(clause: str, nodeid: str) -> bool:
+        names = [f"test_{clause}", *nodeid.split("::")[:-1], *Path(nodeid.split("::")[0]).parts]
+
+        def matches(sub: str, /, **_: object) -> bool:
+            return any(sub.lower() in n.lower() for n in names)
+
+        return expression.evaluate(matches)
+
+    return keeps
 
 
 def _shared_dir(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config) -> Path:

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-from storetest.results import SHOWN, ClauseResult, Report, render_text
+from storetest.results import SETUP_ROW, SHOWN, ClauseResult, Report, render_text
 
 __all__ = ["JSON_FORMAT", "SHOWN", "render", "render_html", "render_json", "render_markdown", "render_text",
            "schema", "unwritable"]
@@ -103,24 +103,28 @@ def render_markdown(reports: Sequence[Report]) -> str:
             f"## {_md(report.name)}", "",
             f"- target: `{report.target}`" + (f", replica: `{report.replica}`" if report.replica else ""),
             f"- started: {report.started}; {_versions(report)}",
-            f"- profile `{report.profile}`, seed `{report.seed}`, nonce `{report.nonce}`",
+            f"- profile `{report.profile}`, " + (f"seed `{report.seed}`, nonce `{report.nonce}`" if report.nonce
+                                                 else "no seed used (no clause ran)"),
             f"- claims: {', '.join(report.capabilities) or 'none found'}"
             + "".join(f"; {c} only in part (has {', '.join(ms)})" for c, ms in report.partial.items()),
             f"- **{report.summary()}**", "",
         ]
         if report.stopped:
             lines += [f"Stopped: {_md(report.stopped)}", ""]
-        lines += ["| clause | result | seconds | diagnosis |", "|---|---|---|---|"]
+        if report.claimed():
+            lines += ["| clause | result | seconds | diagnosis |", "|---|---|---|---|"]
         for r in report.claimed():
-            lines.append(f"| [`{r.clause}`](#{_anchor(r.clause)}) | {SHOWN[r.outcome]} | {r.seconds:.2f} "
+            shown = SETUP_ROW if r.setup else f"[`{r.clause}`](#{_anchor(r.clause)})"
+            lines.append(f"| {shown} | {SHOWN[r.outcome]} | {r.seconds:.2f} "
                          f"| {_md(r.diagnosis)}{''.join(f' limit: {_md(x)}.' for x in r.limits)} |")
         lines.append("")
         if report.not_claimed_line():
             lines += [report.not_claimed_line() + ".", ""]
-        if report.not_run:
-            lines += [f"Not run ({len(report.not_run)}): {', '.join(f'`{n}`' for n in report.not_run)}.", ""]
+        for label, names in (("Not reached", report.not_reached), ("Deselected", report.deselected)):
+            if names:
+                lines += [f"{label} ({len(names)}): {', '.join(f'`{n}`' for n in names)}.", ""]
         for r in report.failures():
-            lines += [f"### {r.clause}: {r.outcome}", "", _md(r.diagnosis), ""]
+            lines += [f"### {SETUP_ROW if r.setup else r.clause}: {r.outcome}", "", _md(r.diagnosis), ""]
             if r.violations:
                 lines += [f"Violations ({len(r.violations)}):", ""]
                 lines += _fenced([line for v in r.violations for line in v.lines()])
@@ -157,8 +161,9 @@ def _as_json(report: Report) -> dict[str, Any]:
         "nonce": report.nonce,
         "capabilities": list(report.capabilities),
         "partial": dict(report.partial),
-        "totals": {o: report.count(o) for o in outcomes} | {"not run": len(report.not_run),
-                                                              "clauses": len(report.results)},
+        "totals": {o: report.count(o) for o in outcomes} | {
+            "not run": len(report.not_run), "clauses": len(report.results), "selected": report.selected(),
+            "not reached": len(report.not_reached), "deselected": len(report.deselected)},
         "summary": report.summary(),
         "stopped": report.stopped,
         "interrupted": report.interrupted,
@@ -166,6 +171,7 @@ def _as_json(report: Report) -> dict[str, Any]:
                     for r in report.results],
         "not_claimed": report.not_claimed(),
         "not_run": list(report.not_run),
+        "deselected": list(report.deselected),
     }
 
 
@@ -205,26 +211,31 @@ def render_html(reports: Sequence[Report]) -> str:
                 f"<li>target: <code>{e(report.target)}</code>"
                 + (f", replica: <code>{e(report.replica)}</code>" if report.replica else "") + "</li>",
                 f"<li>started: {e(report.started)}; {e(_versions(report))}</li>",
-                f"<li>profile <code>{e(report.profile)}</code>, seed <code>{report.seed}</code>, "
-                f"nonce <code>{e(report.nonce)}</code></li>",
+                f"<li>profile <code>{e(report.profile)}</code>, "
+                + (f"seed <code>{report.seed}</code>, nonce <code>{e(report.nonce)}</code>" if report.nonce
+                   else "no seed used (no clause ran)") + "</li>",
                 f"<li>claims: {e(', '.join(report.capabilities) or 'none found')}"
                 + "".join(f"; {e(c)} only in part (has {e(', '.join(ms))})" for c, ms in report.partial.items())
                 + "</li>",
                 f"<li><b>{e(report.summary())}</b></li></ul>"]
         if report.stopped:
             out.append(f"<p>Stopped: {_html(report.stopped)}</p>")
-        out.append("<table><tr><th>clause</th><th>result</th><th>seconds</th><th>diagnosis</th></tr>")
+        if report.claimed():
+            out.append("<table><tr><th>clause</th><th>result</th><th>seconds</th><th>diagnosis</th></tr>")
         for r in report.claimed():
-            out.append(f"<tr><td><a href='#{e(_anchor(r.clause))}'><code>{e(r.clause)}</code></a></td>"
+            shown = e(SETUP_ROW) if r.setup else f"<a href='#{e(_anchor(r.clause))}'><code>{e(r.clause)}</code></a>"
+            out.append(f"<tr><td>{shown}</td>"
                        f"<td class='{e(r.outcome)}'>{e(SHOWN[r.outcome])}</td><td>{r.seconds:.2f}</td>"
                        f"<td>{_html(r.diagnosis)}{''.join(f' limit: {_html(x)}.' for x in r.limits)}</td></tr>")
-        out.append("</table>")
+        if report.claimed():
+            out.append("</table>")
         if report.not_claimed_line():
             out.append(f"<p>{e(report.not_claimed_line())}.</p>")
-        if report.not_run:
-            out.append(f"<p>Not run ({len(report.not_run)}): {e(', '.join(report.not_run))}</p>")
+        for label, names in (("Not reached", report.not_reached), ("Deselected", report.deselected)):
+            if names:
+                out.append(f"<p>{label} ({len(names)}): {e(', '.join(names))}</p>")
         for r in report.failures():
-            out.append(f"<h3>{e(r.clause)}: {e(r.outcome)}</h3><p>{_html(r.diagnosis)}</p>")
+            out.append(f"<h3>{e(SETUP_ROW if r.setup else r.clause)}: {e(r.outcome)}</h3><p>{_html(r.diagnosis)}</p>")
             if r.violations:
                 out.append(f"<p>Violations ({len(r.violations)}):</p>")
                 out.append(_pre([line for v in r.violations for line in v.lines()]))

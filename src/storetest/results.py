@@ -8,14 +8,16 @@ renderers in :mod:`storetest.report` (which read them), so neither imports the o
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-from storetest._engine.failures import Violation
+if TYPE_CHECKING:  # not imported at run time: a report is rendered without the engine
+    from storetest._engine.failures import Violation
 
-__all__ = ["CAPABILITY_NAMES", "SHOWN", "ClauseResult", "Interrupted", "Outcome", "Progress", "Report", "not_claimed",
-           "render_text"]
+__all__ = ["CAPABILITY_NAMES", "SETUP_ROW", "SHOWN", "ClauseResult", "Interrupted", "Outcome", "Progress", "Report",
+           "interrupted_line", "not_claimed", "render_text", "summary_line", "versions"]
 
 Outcome = Literal["passed", "failed", "skipped", "not claimed", "error", "interrupted"]
 
@@ -112,8 +114,8 @@ class Report:
     capabilities: tuple[str, ...] = ()
     #: Capabilities present only in part: ``{"steers": ["add_steer"]}``.
     partial: Mapping[str, list[str]] = field(default_factory=dict)
-    #: Clauses that did not run: left out by a selection (``clauses=``), or not
-    #: reached after the factory failed.
+    #: Clauses that did not run: left out by a selection (``clauses=``, ``-k``: also in
+    #: ``deselected``), or not reached (the set-up failed, or Ctrl-C stopped the run).
     not_run: tuple[str, ...] = ()
     #: Why the run stopped early (the factory failed), or "".
     stopped: str = ""
@@ -123,8 +125,11 @@ class Report:
     #: When the run started (UTC, ISO 8601), and the versions that made the verdict.
     started: str = ""
     versions: Mapping[str, str] = field(default_factory=dict)
-    #: ``interrupted after N of M clauses`` when Ctrl-C stopped the run, or "".
+    #: ``interrupted after N of M claimed clauses`` when Ctrl-C stopped the run, or "".
     interrupted: str = ""
+    #: The clauses a selection left out (``clauses=``, ``-k``): counted, not listed, by
+    #: the summary; the rest of ``not_run`` were selected and not reached.
+    deselected: tuple[str, ...] = ()
 
     def count(self, outcome: Outcome) -> int:
         return sum(r.outcome == outcome for r in self.results)
@@ -179,24 +184,75 @@ class Report:
         args = ["--seed", str(self.seed), "--nonce", self.nonce, "--profile", self.profile]
         return [*args, "-k", clause] if clause else args
 
+    @property
+    def not_reached(self) -> tuple[str, ...]:
+        """Selected clauses that did not run: the set-up failed, or Ctrl-C stopped the run."""
+        left_out = set(self.deselected)
+        return tuple(n for n in self.not_run if n not in left_out)
+
+    def selected(self) -> int:
+        """How many clauses the selection kept: every verdict, and those not reached."""
+        return len(self.results) + len(self.not_reached)
+
     def summary(self) -> str:
-        parts = [f"{self.count('passed')} passed", f"{self.count('failed')} failed"]
-        extra: tuple[Outcome, ...] = ("error", "skipped", "not claimed", "interrupted")
-        for outcome in extra:
-            if self.count(outcome):
-                parts.append(f"{self.count(outcome)} {outcome}")
-        if self.not_run:
-            parts.append(f"{len(self.not_run)} not run")
-        line = f"{len(self.results)} clauses: " + ", ".join(parts)
-        return f"{line}; {self.interrupted}" if self.interrupted else line
+        """``69 clauses: 40 passed, 0 failed, 5 skipped; 24 not claimed``, or with a
+        selection ``4 of 69 clauses selected (65 deselected): 0 passed, 1 failed; 3 not
+        claimed``. The counts before the first ``;`` and the not-claimed count add up to
+        the clauses selected; the store does not claim some (not tests, not failures)."""
+        return summary_line(Counter(r.outcome for r in self.results), len(self.not_reached), len(self.deselected),
+                            self.interrupted)
 
     def __str__(self) -> str:
         return render_text(self)
 
 
+def versions() -> dict[str, str]:
+    """The versions that make a verdict: Python's, storetest's and Hypothesis's (from
+    their metadata: nothing is imported)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for package in ("storetest", "hypothesis"):
+        try:
+            out[package] = version(package)
+        except PackageNotFoundError:
+            out[package] = "unknown"
+    return out
+
+
+def summary_line(counts: Mapping[str, int], not_reached: int, deselected: int, interrupted: str = "") -> str:
+    """The summary of a run from its counts by outcome (see :meth:`Report.summary`)."""
+    selected = sum(counts.values()) + not_reached
+    if not selected and interrupted:
+        return interrupted  # stopped before any clause
+    parts = [f"{counts.get('passed', 0)} passed", f"{counts.get('failed', 0)} failed"]
+    for outcome, label in (("error", "error"), ("skipped", "skipped"), ("interrupted", "interrupted")):
+        if counts.get(outcome):
+            parts.append(f"{counts[outcome]} {label}")
+    if not_reached:
+        parts.append(f"{not_reached} not reached")
+    head = (f"{selected} of {selected + deselected} clauses selected ({deselected} deselected)" if deselected
+            else f"{selected} clauses")
+    line = f"{head}: " + ", ".join(parts)
+    if counts.get("not claimed"):
+        line += f"; {counts['not claimed']} not claimed"
+    return f"{line}; {interrupted}" if interrupted else line
+
+
+def interrupted_line(counts: Mapping[str, int], not_reached: int) -> str:
+    """``interrupted after N of M claimed clauses``: N have a verdict (passed, failed,
+    an error or skipped), M are those and the clause interrupted and those not reached;
+    the clauses the store does not claim are in neither."""
+    done = sum(counts.get(o, 0) for o in ("passed", "failed", "error", "skipped"))
+    return f"interrupted after {done} of {done + counts.get('interrupted', 0) + not_reached} claimed clauses"
+
+
 def _header(report: Report) -> str:
-    caps = ", ".join(report.capabilities) or ("unknown: no store was made" if report.stopped else "none found")
-    line = f"{report.name}: {report.summary()} (claims: {caps}; seed {report.seed}, nonce {report.nonce})"
+    caps = ", ".join(report.capabilities) or (
+        "unknown: no store was made" if report.stopped or not report.results else "none found")
+    seeded = f"seed {report.seed}, nonce {report.nonce}" if report.nonce else "no seed used"
+    line = f"{report.name}: {report.summary()} (claims: {caps}; {seeded})"
     partial = "; ".join(f"{cap} only in part (has {', '.join(ms)})" for cap, ms in report.partial.items())
     return f"{line}\n  note: {partial}" if partial else line
 
@@ -209,7 +265,7 @@ def render_text(report: Report, width: int = 100) -> str:
         return "\n".join(lines)
     shown = report.claimed()
     # A set-up error is the run's, not the clause that happened to come first.
-    names = [_SETUP if r.setup else r.clause for r in shown]
+    names = [SETUP_ROW if r.setup else r.clause for r in shown]
     name_width = max((len(n) for n in names), default=0)
     for r, name in zip(shown, names, strict=True):
         lines.append(f"  {SHOWN[r.outcome]:5} {name:<{name_width}}  {r.seconds:6.2f}s")
@@ -221,16 +277,17 @@ def render_text(report: Report, width: int = 100) -> str:
                                    subsequent_indent="          ")
     if report.not_claimed_line():
         lines.append("  " + report.not_claimed_line())
-    if report.not_run and report.stopped:
-        lines.append(f"  not run ({len(report.not_run)}): the set-up fails before any clause")
-    elif report.not_run:
-        lines += textwrap.wrap(f"not run ({len(report.not_run)}): {', '.join(report.not_run)}", max(40, width - 2),
+    missed = report.not_reached
+    if missed and report.stopped:
+        lines.append(f"  not reached ({len(missed)}): the set-up fails before any clause")
+    elif missed:
+        lines += textwrap.wrap(f"not reached ({len(missed)}): {', '.join(missed)}", max(40, width - 2),
                                initial_indent="  ", subsequent_indent="        ")
     return "\n".join(lines)
 
 
 #: The row of a set-up error (a factory, an opener or a binding gave no store).
-_SETUP = "set-up (no clause ran)"
+SETUP_ROW: Final = "set-up (no clause ran)"
 
 
 class Interrupted(KeyboardInterrupt):

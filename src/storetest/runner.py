@@ -14,6 +14,7 @@ import random
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,10 +39,19 @@ from storetest._engine.profiles import Profile, check_call_timeout, check_idle, 
 from storetest._engine.servers.redis import new_prefix
 from storetest.clauses import CLAUSES, Clause
 from storetest.clauses._support import hypothesis_home, reporting_to, shrink_budget, stopped_shrinking_early
-from storetest.results import ClauseResult, Interrupted, Outcome, Progress, Report, not_claimed
+from storetest.results import (
+    ClauseResult,
+    Interrupted,
+    Outcome,
+    Progress,
+    Report,
+    interrupted_line,
+    not_claimed,
+    versions,
+)
 
-__all__ = ["ClauseResult", "Interrupted", "Outcome", "Progress", "Report", "check", "check_reopen", "unsupplied",
-           "with_reopen_advice", "with_replica_advice"]
+__all__ = ["ClauseResult", "Interrupted", "Outcome", "Progress", "Report", "check", "check_reopen", "default_name",
+           "unsupplied", "with_reopen_advice", "with_replica_advice"]
 
 SKIP_NO_IDLE: Final = (
     "opt-in: pass idle=SECONDS (--storetest-idle SECONDS, storetest check --idle SECONDS) to write, "
@@ -154,7 +164,8 @@ def check(
     :param seed: decides every generated input (default: a random one, in the report).
     :param nonce: with the seed, fixes every session id; pass a report's nonce to
         replay its run with the same sessions (default: a fresh one).
-    :param name: the run's label in the report (default: the store's class name).
+    :param name: the run's label in the report (default: the store's class name; for a
+        binding, the class of the sessions or service it opened; else the factory's name).
     :param skip: clause names mapped to the reason this store cannot honestly run them.
     :param fixtures: values for the factories' parameters: a mapping, or a function
         from a name to its value (the pytest plugin passes ``request.getfixturevalue``).
@@ -193,6 +204,7 @@ def check(
                 f"check({label}=...) must be a callable that returns a store, not "
                 f"{type(fn).__name__}; e.g. check(lambda: MyStore())"
             )
+    given_replica = replica
     if replica is None:  # a binding that knows how to open a second handle (item_sessions)
         replica = getattr(factory, "storetest_replica", None)
     check_reopen(reopen, "check(reopen=...)")
@@ -231,11 +243,16 @@ def check(
             _Supplier(fixtures, [factory, *([replica] if replica else []),
                                  *([reopen] if reopen else [])]) as supply:
         for position, c in enumerate(order):
+            claims = set(capabilities) if found_any else declared
             if stopped or watch.interrupted:
-                not_reached.append(c.name)
+                # Not reached, unless what the store claims is known to leave it out.
+                if claims is not None and c.needs - claims:
+                    results.append(not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise,
+                                               topic=c.topic, exists_for=c.exists_for))
+                else:
+                    not_reached.append(c.name)
                 continue
             index = CLAUSES.index(c)
-            claims = set(capabilities) if found_any else declared
             if c.name in skip:
                 result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic,
                                       exists_for=c.exists_for)
@@ -273,7 +290,8 @@ def check(
                     result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state,
                                          reopen=reopen)
                 if found is not None:
-                    capabilities, partial, store_type = found
+                    capabilities, partial, named = found
+                    store_type = store_type or named  # a binding knows its store's class once it opened one
                     found_any = True
                 if result.outcome == "error" and result.setup:
                     # The factory fails the same way for every clause: say it once.
@@ -284,22 +302,24 @@ def check(
             results.append(result)
             if progress is not None:
                 progress(Progress(c.name, position, len(order), result.seconds, 0, result))
-    done = len([r for r in results if r.outcome != "interrupted"])
+    deselected = tuple(n for n in known if n not in wanted)
     report = Report(
-        name=name or store_type or _label(factory),
+        name=name or store_type or default_name(factory),
         profile=chosen.name,
         seed=run_seed,
         nonce=run_nonce,
         results=tuple(results),
         capabilities=capabilities,
         partial=partial,
-        not_run=(*(n for n in known if n not in wanted), *not_reached),
+        not_run=(*deselected, *not_reached),
+        deselected=deselected,
         stopped=stopped,
         target=_qualified(factory),
-        replica=_qualified(replica) if replica else "",
+        replica=_qualified(given_replica) if given_replica else "",
         started=started,
-        versions=_versions(),
-        interrupted=f"interrupted after {done} of {len(order)} clauses" if watch.interrupted else "",
+        versions=versions(),
+        interrupted=interrupted_line(Counter(r.outcome for r in results), len(not_reached))
+        if watch.interrupted else "",
     )
     if watch.interrupted:
         raise Interrupted(report)
@@ -391,19 +411,6 @@ def _qualified(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def _versions() -> dict[str, str]:
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for package in ("storetest", "hypothesis"):
-        try:
-            out[package] = version(package)
-        except PackageNotFoundError:
-            out[package] = "unknown"
-    return out
-
-
 @contextlib.contextmanager
 def _beating(progress: Callable[[Progress], None] | None, state: Progress, every: float,
              watch: stops.Watch) -> Iterator[None]:
@@ -431,9 +438,19 @@ def _beating(progress: Callable[[Progress], None] | None, state: Progress, every
         thread.join()
 
 
-def _label(factory: Callable[..., Any]) -> str:
+def default_name(factory: Callable[..., Any]) -> str:
+    """A run's name when neither its caller nor its store's class names it: the
+    factory's name ("store" for a lambda). The command and the plugin put the name the
+    author gave the factory (``mod:sessions``) in its place."""
     name = getattr(factory, "__name__", "store").strip("_<>") or "store"
     return "store" if name == "lambda" else name
+
+
+def _store_name(store: object) -> str:
+    """The class of the store under test: a binding's (``storetest_store_name()``: the
+    sessions it opened), or the store's own; "" while a binding has opened none."""
+    named = getattr(store, "storetest_store_name", None)
+    return named() if callable(named) else type(store).__name__
 
 
 def _run(
@@ -458,7 +475,7 @@ def _run(
             t.progress = state
             t.reopen = reopen
             claimed = set.intersection(*(set(h.capabilities) for h in t.handles()))
-            found = (tuple(sorted(claimed)), dict(t.store.partial), type(t.store.raw).__name__)
+            found = (tuple(sorted(claimed)), dict(t.store.partial), _store_name(t.store.raw))
             missing = c.needs - claimed
             if missing:
                 # Before the replica's absence: a store without the capability does not
@@ -471,6 +488,8 @@ def _run(
                 result = done("skipped", SKIP_NO_REOPEN.format(how=CHECK_REOPEN))
             else:
                 result = _verdict(c, t, done)
+                if not found[2]:
+                    found = (*found[:2], _store_name(t.store.raw))
     except stops.Interrupt:
         result = done("interrupted", "interrupted (Ctrl-C) while the factory made the store: no verdict on "
                       "the store")

@@ -181,9 +181,6 @@ class Handle:
         #: A binding's names for its methods, as its protocol has them (a LangChain
         #: history's ``messages`` for ``get_items``), for messages.
         self.names: Mapping[str, str] = getattr(store, "storetest_names", None) or {}
-        #: Whether the binding's async methods hand each call to a thread (a plain
-        #: history): past the deadline that thread is abandoned, not cancelled.
-        self.threaded = bool(getattr(store, "storetest_threaded", False))
 
     async def call(self, name: str, *args: object) -> Any:
         method = getattr(self.raw, name)
@@ -192,7 +189,7 @@ class Handle:
         what = f"{shown}({session!r}{', ...' if len(args) > 1 else ''}) on the {self.label}'s store"
         try:
             if self.is_async:
-                result = await self.watch.call(what, session, lambda: method(*args), thread=self.threaded)
+                result = await self.watch.call(what, session, lambda: method(*args), thread=False)
             elif not races.in_race() and (clause := stops.clause_here()) is not None:
                 # Alone on the loop, on the clause's own thread: called right here.
                 result = clause.call(what, session, lambda: method(*args))

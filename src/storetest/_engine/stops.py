@@ -99,6 +99,21 @@ class StuckCall(BaseException):
                 f"{fates[self.fate]}")
 
 
+#: Whether the call :meth:`Watch.call` is awaiting runs on a thread (see :func:`in_thread`).
+_THREADED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("storetest_threaded", default=None)
+
+
+async def in_thread(fn: Callable[..., T], /, *args: Any) -> T:
+    """``fn(*args)`` on a thread, as :func:`asyncio.to_thread` (the loop's pool of daemon
+    threads): how a binding drives a plain session or history from its async methods.
+    Past the deadline that thread cannot be stopped: the call is reported abandoned (its
+    clause's teardown skipped), not cancelled."""
+    threaded = _THREADED.get()
+    if threaded is not None:
+        threaded[0] = True
+    return await asyncio.to_thread(fn, *args)
+
+
 class Interrupt(BaseException):
     """Ctrl-C reached the clause in flight (raised at a safe point, never by the store)."""
 
@@ -242,6 +257,8 @@ class Watch:
         if self.interrupted:
             raise Interrupt
         abandoned = self.abandoned  # this clause's, should a later one have begun by the deadline
+        threaded = [thread]  # set by in_thread(): a binding handed the call to a thread
+        token = _THREADED.set(threaded)
         with self.flight(what):
             timeout = asyncio.timeout(self.timeout)
             try:
@@ -250,9 +267,11 @@ class Watch:
             except TimeoutError:
                 if not timeout.expired():
                     raise  # the store's own TimeoutError
-                if thread:
+                if threaded[0]:
                     abandoned.append(what)
-                raise StuckCall(what, session, self.timeout, "abandoned" if thread else "cancelled") from None
+                raise StuckCall(what, session, self.timeout, "abandoned" if threaded[0] else "cancelled") from None
+            finally:
+                _THREADED.reset(token)
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (a clause's idle time), ending at once on Ctrl-C (:class:`Interrupt`)."""

@@ -19,11 +19,11 @@ caller's still fail, their verdicts beginning "beyond the protocol's promise".
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, Final
 
 from storetest._engine.harness import StoreShapeError
+from storetest._engine.stops import in_thread
 from storetest.bindings._langchain_messages import chat_protocol, langchain, to_item, to_message
 from storetest.bindings.openai_agents import ItemHistory, ItemSessions
 from storetest.items import Item
@@ -63,8 +63,6 @@ class ChatHistory(ItemHistory):
         self.storetest_names = ({"get_items": "aget_messages", "add_items": "aadd_messages", "clear_session": "aclear"}
                                 if asynchronous else
                                 {"get_items": "messages", "add_items": "add_messages", "clear_session": "clear"})
-        #: A plain history's calls run on threads: past the deadline one is abandoned, not cancelled.
-        self.storetest_threaded = not asynchronous
         #: The messages last passed to add_messages and last returned, per session (for
         #: the aliasing clause: a caller holds those, not the items).
         self.passed: dict[str, list[Any]] = {}
@@ -91,8 +89,8 @@ class ChatHistory(ItemHistory):
         if limit is not None:
             raise TypeError("a LangChain chat history has no limit on messages")
         history = self.session(session_id)
-        got = await history.aget_messages() if self.asynchronous else await asyncio.to_thread(
-            lambda: history.messages)
+        # A plain history's calls run on threads: past the deadline one is abandoned, not cancelled.
+        got = await history.aget_messages() if self.asynchronous else await in_thread(lambda: history.messages)
         self.returned[session_id] = got
         return [to_item(m) for m in got] if isinstance(got, list) else got
 
@@ -103,14 +101,14 @@ class ChatHistory(ItemHistory):
         if self.asynchronous:
             await history.aadd_messages(messages)
         else:
-            await asyncio.to_thread(history.add_messages, messages)
+            await in_thread(history.add_messages, messages)
 
     async def pop_item(self, session_id: str) -> Item | None:
         raise TypeError("a LangChain chat history has no pop (its pop clauses are skipped)")
 
     async def clear_session(self, session_id: str) -> None:
         history = self.session(session_id)
-        await (history.aclear() if self.asynchronous else asyncio.to_thread(history.clear))
+        await (history.aclear() if self.asynchronous else in_thread(history.clear))
 
     def __repr__(self) -> str:
         return f"<chat history from the {self._label}: {len(self._sessions)} history(ies) open>"

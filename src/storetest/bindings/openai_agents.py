@@ -15,7 +15,6 @@ storetest never imports an SDK.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import functools
 import inspect
@@ -23,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, TypeVar
 
 from storetest._engine.harness import StoreShapeError, close_factory, enter_factory
+from storetest._engine.stops import in_thread
 from storetest.bindings._support import close_resource, look_like, run_all
 from storetest.items import ITEM_METHODS, Item, ItemSession
 
@@ -66,6 +66,14 @@ class ItemHistory:
         self._sessions[session_id] = opened
         return opened  # type: ignore[no-any-return]
 
+    def storetest_store_name(self) -> str:
+        """The class of the store under test: of the sessions this handle opened, or of
+        what its opener makes (a class, or a partial of one); "" before either is known."""
+        for opened in self._sessions.values():
+            return type(opened).__name__
+        made = self._opener.func if isinstance(self._opener, functools.partial) else self._opener
+        return made.__name__ if isinstance(made, type) else ""
+
     def storetest_code(self) -> list[Any]:
         """What holds the store's own code (for the frames a failure shows): the
         sessions opened, else the opener."""
@@ -75,7 +83,7 @@ class ItemHistory:
         method = getattr(self.session(session_id), name)
         if inspect.iscoroutinefunction(method):
             return await method(*args)
-        return await asyncio.to_thread(method, *args)  # a plain session: driven from threads
+        return await in_thread(method, *args)  # a plain session: driven from threads (abandoned past the deadline)
 
     async def get_items(self, session_id: str, limit: int | None = None) -> list[Item]:
         return await self._call(session_id, "get_items", *(() if limit is None else (limit,)))  # type: ignore[no-any-return]
