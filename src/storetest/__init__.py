@@ -55,6 +55,7 @@ from storetest.contract import (
 if TYPE_CHECKING:
     from storetest._engine.failures import ConformanceFailure, Violation
     from storetest.bindings.adk import adk_sessions
+    from storetest.bindings.agent_framework import history_providers
     from storetest.bindings.langchain import chat_histories
     from storetest.bindings.openai_agents import item_sessions, owned
     from storetest.plugin import run_conformance
@@ -96,6 +97,7 @@ __all__ = [
     "decode_trusted_json",
     "encode_message",
     "encode_messages",
+    "history_providers",
     "item_sessions",
     "open_session",
     "owned",
@@ -116,6 +118,7 @@ _LAZY = {
     "chat_histories": "storetest.bindings.langchain",
     "owned": "storetest.bindings.openai_agents",
     "adk_sessions": "storetest.bindings.adk",
+    "history_providers": "storetest.bindings.agent_framework",
 }
 
 
