@@ -1,4 +1,4 @@
-"""A correct Microsoft Agent Framework history provider: SQLite, one transaction a call."""
+"""A correct Agent Framework history provider: SQLite, a message a row, a batch a transaction."""
 
 import sqlite3
 from pathlib import Path
@@ -10,23 +10,20 @@ from storetest import history_providers
 
 
 class SQLiteHistoryProvider(HistoryProvider):
-    """Each message a row of ``Message.to_dict()`` JSON; a batch is one ``BEGIN IMMEDIATE``."""
-
     def __init__(self, path: Path) -> None:
         super().__init__("sqlite_history")
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         self.db.execute("CREATE TABLE IF NOT EXISTS messages (n INTEGER PRIMARY KEY, session BLOB, message TEXT)")
 
-    def _key(self, session_id: str | None) -> bytes:
-        return str(session_id).encode("utf-8", "surrogatepass")
-
     async def get_messages(self, session_id: str | None, *, state: Any = None, **kwargs: Any) -> list[Message]:
-        rows = self.db.execute("SELECT message FROM messages WHERE session = ? ORDER BY n", (self._key(session_id),))
-        return [Message.from_json(row[0]) for row in rows.fetchall()]
+        key = str(session_id).encode("utf-8", "surrogatepass")
+        rows = self.db.execute("SELECT message FROM messages WHERE session = ? ORDER BY n", (key,)).fetchall()
+        return [Message.from_json(row[0]) for row in rows]
 
     async def save_messages(self, session_id: str | None, messages: Any, *, state: Any = None, **kw: Any) -> None:
-        rows = [(self._key(session_id), m.to_json()) for m in messages]
-        with self.db:  # BEGIN ... COMMIT, or ROLLBACK on an error
+        key = str(session_id).encode("utf-8", "surrogatepass")
+        rows = [(key, m.to_json()) for m in messages]
+        with self.db:  # BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on an error
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany("INSERT INTO messages (session, message) VALUES (?, ?)", rows)
 

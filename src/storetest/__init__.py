@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from storetest._engine.failures import ConformanceFailure, Violation
     from storetest.bindings.adk import adk_sessions
     from storetest.bindings.agent_framework import history_providers
+    from storetest.bindings.agent_framework_sessions import session_stores
     from storetest.bindings.langchain import chat_histories
     from storetest.bindings.openai_agents import item_sessions, owned
     from storetest.plugin import run_conformance
@@ -102,6 +103,7 @@ __all__ = [
     "open_session",
     "owned",
     "run_conformance",
+    "session_stores",
     "trusted_text_message",
 ]
 
@@ -119,6 +121,7 @@ _LAZY = {
     "owned": "storetest.bindings.openai_agents",
     "adk_sessions": "storetest.bindings.adk",
     "history_providers": "storetest.bindings.agent_framework",
+    "session_stores": "storetest.bindings.agent_framework_sessions",
 }
 
 

@@ -15,6 +15,7 @@ interpreter and image generation calls and results), ``author_name``, ``message_
 
 from __future__ import annotations
 
+import base64
 import functools
 import warnings
 from typing import Any, Final
@@ -167,3 +168,44 @@ def _tamper(history: object, session: str, value: object, after: str) -> None:
     if held and isinstance(held[0], af.Message):
         held[0].contents[0].text = f"changed by the caller after {after}"
     held.append(af.Message("user", [f"appended by the caller after {after}"]))
+
+
+def from_transcript(messages: Any) -> list[Any]:
+    """The framework's messages for storetest's own (:mod:`storetest.contract`): a text,
+    a function call with its raw ``arguments``, a function result (``status="error"``
+    when ``is_error``), data with its media type, in order."""
+    from storetest.contract import Attachment, Text, ToolCall
+
+    c = agent_framework().Content
+
+    def content(part: Any) -> Any:
+        if isinstance(part, Text):
+            return c.from_text(part.text)
+        if isinstance(part, ToolCall):
+            return c.from_function_call(part.id, part.name, arguments=part.arguments)
+        if isinstance(part, Attachment):
+            return c.from_data(part.data, part.media_type)
+        return c.from_function_result(part.call_id, result=part.content, status="error" if part.is_error else None)
+
+    return [agent_framework().Message(m.role, [content(p) for p in m.content]) for m in messages]
+
+
+def to_transcript(messages: Any) -> Any:
+    """storetest's messages for the framework's (the inverse of :func:`from_transcript`);
+    what is not a list of the framework's messages stays itself, to be reported."""
+    from storetest.contract import Attachment, Message, Text, ToolCall, ToolResult
+
+    af = agent_framework()
+    if not isinstance(messages, list) or not all(isinstance(m, af.Message) for m in messages):
+        return messages
+
+    def part(c: Any) -> Any:
+        if c.type == "text":
+            return Text(c.text)
+        if c.type == "function_call":
+            return ToolCall(c.call_id, c.name, c.arguments)
+        if c.type == "data":
+            return Attachment(c.media_type, base64.b64decode(str(c.uri).rpartition(",")[2]))
+        return ToolResult(c.call_id, c.result, c.status == "error")
+
+    return [Message(m.role, tuple(part(c) for c in m.contents)) for m in messages]
