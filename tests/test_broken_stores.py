@@ -22,12 +22,14 @@ import pytest
 from reference_stores.memory import MemoryStore
 from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
-from storetest import chat_histories, item_sessions
+from storetest import chat_histories, history_providers, item_sessions, session_stores
 from storetest._engine.profiles import PROFILES
 from storetest.clauses import CLAUSES
 from tests.adk_services import memory_adk
 from tests.broken_stores import (
     BrokenStore,
+    agent_framework_sessions_variants,
+    agent_framework_variants,
     chat_variants,
     crash_variants,
     mysql_variants,
@@ -126,6 +128,13 @@ _CONTROLS = {
     # The in-memory chat history the chat variants change.
     "chat": BrokenStore("memory-chat-control", "none", "-", "unknown_session_is_empty", "-",
                         chat_histories(chat_variants.memory_chat)),
+    # The in-memory Agent Framework history provider and session store their variants change.
+    "agent_framework": BrokenStore("memory-history-provider-control", "none", "-", "unknown_session_is_empty", "-",
+                                   history_providers(agent_framework_variants.memory_history)),
+    # (agent_framework_sqlite's control is the correct SQLite provider its variant changes: it passes
+    # items_survive_a_crash in tests/test_conformance_agent_framework.py, reopen= and all.)
+    "agent_framework_sessions": BrokenStore("memory-session-store-control", "none", "-", "unknown_session_is_empty",
+                                            "-", session_stores(agent_framework_sessions_variants.memory_sessions)),
 }
 
 

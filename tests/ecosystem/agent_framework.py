@@ -9,6 +9,7 @@ import time. ``RedisHistoryProvider`` (agent-framework-redis) is listed, not run
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -38,20 +39,26 @@ def in_memory_history(tmp_path: Path) -> Any:
 def file_history(tmp_path: Path) -> Any:
     from agent_framework import FileHistoryProvider
 
-    return FileHistoryProvider(tmp_path / "history")
+    with warnings.catch_warnings():  # marked experimental
+        warnings.simplefilter("ignore")
+        return FileHistoryProvider(tmp_path / "history")
 
 
 def in_memory_sessions(tmp_path: Path) -> Any:
     """One ``SessionStore`` per directory: its backend is this process's memory."""
     from agent_framework import SessionStore
 
-    return _SHARED.setdefault(f"sessions:{tmp_path}", SessionStore())
+    with warnings.catch_warnings():  # marked experimental
+        warnings.simplefilter("ignore")
+        return _SHARED.setdefault(f"sessions:{tmp_path}", SessionStore())
 
 
 def file_sessions(tmp_path: Path) -> Any:
     from agent_framework import FileSessionStore
 
-    return FileSessionStore(tmp_path / "sessions")
+    with warnings.catch_warnings():  # marked experimental
+        warnings.simplefilter("ignore")
+        return FileSessionStore(tmp_path / "sessions")
 
 
 memory_history_binding = history_providers(in_memory_history)
@@ -67,11 +74,12 @@ _ID_LIMIT = ("FileSessionStore documents ids of at most 128 characters (MAX_SESS
 
 CONTENDERS = [
     Contender("InMemoryHistoryProvider", PROJECT, lambda: memory_history_binding, skip=_IN_MEMORY),
-    Contender("FileHistoryProvider (JSON Lines)", PROJECT, lambda: file_history_binding),
+    Contender("FileHistoryProvider (JSON Lines)", PROJECT, lambda: file_history_binding, reopen=True),
     Contender("SessionStore (in memory)", PROJECT, lambda: memory_sessions_binding,
               skip={"saves_survive_a_crash": _ONE_PROCESS}),
     Contender("FileSessionStore (JSON)", PROJECT, lambda: file_sessions_binding,
-              skip={c: _ID_LIMIT for c in ("sessions_are_isolated", "every_field_round_trips_at_every_size")}),
+              skip={c: _ID_LIMIT for c in ("sessions_are_isolated", "every_field_round_trips_at_every_size")},
+              reopen=True),
     Contender("RedisHistoryProvider", "agent-framework-redis", None,
               not_runnable="cannot be installed beside the pins: every agent-framework-redis release since "
               "1.0.0b260319 requires redis<7.2.1 (the pins hold redis 7.4.1, which openai-agents' RedisSession "
@@ -79,4 +87,23 @@ CONTENDERS = [
               "not import with agent-framework-core 1.23.0 (BaseContextProvider is gone)"),
 ]
 
-DEFECTS: list[Defect] = []
+_MEMORY, _FILE = "InMemoryHistoryProvider", "FileHistoryProvider (JSON Lines)"
+_REPEATS = ("save_messages drops a message repeating the last stored one (an assistant saying the same twice, two "
+            "empty system messages) and a batch ending with the whole stored history (filter_new_messages)")
+
+DEFECTS = [
+    Defect(_MEMORY, "items_round_trip_exactly", _REPEATS,
+           "tests/ecosystem/repros/agent_framework/in_memory_drops_repeats.py", True),
+    Defect(_MEMORY, "item_history_matches_model", _REPEATS,
+           "tests/ecosystem/repros/agent_framework/in_memory_drops_repeats.py", True),
+    Defect(_MEMORY, "items_are_not_aliased", "keeps the caller's Message objects: changing one after "
+           "save_messages changes the history (not documented either way)",
+           "tests/ecosystem/repros/agent_framework/in_memory_shares_messages.py", True),
+    Defect(_FILE, "items_round_trip_exactly", _REPEATS,
+           "tests/ecosystem/repros/agent_framework/file_drops_repeats.py", True),
+    Defect(_FILE, "item_history_matches_model", _REPEATS,
+           "tests/ecosystem/repros/agent_framework/file_drops_repeats.py", True),
+    Defect(_FILE, "items_survive_a_crash", "a writer dying mid-append leaves half a JSON line, and every later "
+           "get_messages of the session raises ValueError ('Failed to deserialize history line')",
+           "tests/ecosystem/repros/agent_framework/file_torn_line_after_crash.py", True),
+]
