@@ -185,7 +185,7 @@ def test_run_conformance_reports_the_jsonb_style_store(pytester: pytest.Pytester
     end = next(i for i in range(start, len(lines)) if "short test summary" in lines[i])
     # The table wraps long diagnoses onto indented lines: join them back.
     report = " ".join(line.strip() for line in lines[start + 1 : end])
-    items = len([c for c in CLAUSES if c.needs & {"items", "adk"}])
+    items = len([c for c in CLAUSES if c.needs & {"items", "adk", "deletes"}])
     assert (f"jsonb-memory: {35 + items} clauses: 15 passed, 2 failed, 3 skipped, {15 + items} not claimed, "
             "3 not run") in report
     assert (

@@ -43,9 +43,9 @@ def test_default_checks_sqlite_and_prints_the_report(tmp_path: Path) -> None:
     result = check("--report", str(report), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(CLAUSES)
-    claimed = len([c for c in CLAUSES if not c.needs & {"log", "items", "adk"}])  # SQLite keeps no log, no items
+    claimed = len([c for c in CLAUSES if not c.needs & {"log", "items", "adk", "deletes"}])  # SQLite keeps no log, no items
     # opt-in (--idle, --reopen), skipped without them
-    idle = len([c for c in CLAUSES if c.idle or (c.reopen and not c.needs & {"log", "items", "adk"})])
+    idle = len([c for c in CLAUSES if c.idle or (c.reopen and not c.needs & {"log", "items", "adk", "deletes"})])
     assert (f"SQLiteStore: {n} clauses: {claimed - idle} passed, 0 failed, {idle} skipped, {n - claimed} "
             "not claimed" in result.stdout)
     data = json.loads(report.read_text())

@@ -15,12 +15,13 @@ pytest_plugins = ["pytester"]
 
 CLAUSE_NAMES = [c.name for c in CLAUSES]
 #: The clauses a transcript-and-steers store claims (the log clauses need an entry log).
-STORE_CLAUSES = [c.name for c in CLAUSES if not c.needs & {"log", "items", "adk"}]
+STORE_CLAUSES = [c.name for c in CLAUSES if not c.needs & {"log", "items", "adk", "deletes"}]
 UNCLAIMED = len([c for c in CLAUSES if "log" in c.needs])
 ITEMS = len([c for c in CLAUSES if "items" in c.needs])
 ADK = len([c for c in CLAUSES if "adk" in c.needs])
+DELETES = len([c for c in CLAUSES if "deletes" in c.needs])
 # Opt-in clauses, skipped without --storetest-idle or reopen= (the memory store claims these).
-IDLE = sum(c.idle or (c.reopen and not c.needs & {"log", "items", "adk"}) for c in CLAUSES)
+IDLE = sum(c.idle or (c.reopen and not c.needs & {"log", "items", "adk", "deletes"}) for c in CLAUSES)
 QUICK = "-k", "round_trips_exactly or in_order_exactly_once or unknown_session"
 
 
@@ -177,7 +178,8 @@ def test_a_failure_shows_the_diagnosis_in_the_table_and_how_to_reproduce(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*storetest conformance (profile fast)*",
-        f"lifo: {1 + UNCLAIMED + ITEMS + ADK} clauses: 0 passed, 1 failed, {UNCLAIMED + ITEMS + ADK} not claimed, "
+        f"lifo: {1 + UNCLAIMED + ITEMS + ADK + DELETES} clauses: 0 passed, 1 failed, "
+        f"{UNCLAIMED + ITEMS + ADK + DELETES} not claimed, "
         f"{len(STORE_CLAUSES) - 1} not run*",
         "*FAIL*steers_are_taken_in_order_exactly_once*",
         "*steers returned last-in-first-out*",
@@ -204,7 +206,8 @@ def test_markdown_report_has_a_row_per_clause(pytester: pytest.Pytester) -> None
     assert "## memory" in text
     for name in STORE_CLAUSES:
         assert f"| [`{name}`](#clause-{name}) |" in text
-    assert f"not claimed: entry log ({UNCLAIMED} clauses), item history ({ITEMS}), ADK session service ({ADK})." in text
+    assert (f"not claimed: entry log ({UNCLAIMED} clauses), item history ({ITEMS}), ADK session service ({ADK}), "
+            f"session delete ({DELETES}).") in text
 
 
 def test_profiles_are_chosen_by_flag_or_environment(

@@ -57,13 +57,16 @@ SELECTION = "isolated or store_matches_model or unknown_session or replicas_shar
 #: The item clauses that selection picks (the others are never named).
 ITEMS = [c.name for c in CLAUSES if "items" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
 ADK = [c.name for c in CLAUSES if "adk" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
+DELETES = [c.name for c in CLAUSES if "deletes" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
 NOT_CLAIMED = (f"not claimed: steers ({len(STEERS)} clauses), entry log ({len(LOGS)}), item history ({len(ITEMS)}), "
-               f"ADK session service ({len(ADK)})")
+               f"ADK session service ({len(ADK)})" + (f", session delete ({len(DELETES)})" if DELETES else ""))
 #: Under pytest, which collects no unclaimed clause, the line counts them all, whatever -k selects.
 ALL_ITEMS = [c.name for c in CLAUSES if "items" in c.needs]
 ALL_ADK = [c.name for c in CLAUSES if "adk" in c.needs]
+ALL_DELETES = [c.name for c in CLAUSES if "deletes" in c.needs]
 NOT_CLAIMED_ANY_K = (f"not claimed: steers ({len(STEERS)} clauses), entry log ({len(LOGS)}), "
-                     f"item history ({len(ALL_ITEMS)}), ADK session service ({len(ALL_ADK)})")
+                     f"item history ({len(ALL_ITEMS)}), ADK session service ({len(ALL_ADK)}), "
+                     f"session delete ({len(ALL_DELETES)})")
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from tests.broken_stores.memory_variants import PlainMemoryStore
 
 #: Races of transcript and steer clauses (the log clauses' races: tests/test_log_stores.py).
 # The item histories' races prove their overlap in tests/test_items.py, on an item store.
-RACES = [c.name for c in CLAUSES if c.races and not c.needs & {"log", "items", "adk"}]
+RACES = [c.name for c in CLAUSES if c.races and not c.needs & {"log", "items", "adk", "deletes"}]
 ROOT = Path(__file__).resolve().parent.parent
 
 

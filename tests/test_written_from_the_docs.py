@@ -19,10 +19,10 @@ def test_a_store_written_from_the_docs_passes() -> None:
     report = storetest.check(make_store, make_replica, name="json_file_store")
     assert report.ok, str(report)
     # It keeps transcripts and steers, not an entry log, an item history nor an ADK service: not claimed.
-    log_clauses = sum(bool(c.needs & {"log", "items", "adk"}) for c in storetest.clauses.CLAUSES)
+    log_clauses = sum(bool(c.needs & {"log", "items", "adk", "deletes"}) for c in storetest.clauses.CLAUSES)
     # opt-in, skipped without idle= or reopen=
     idle_clauses = sum(c.idle or c.reopen for c in storetest.clauses.CLAUSES
-                       if not c.needs & {"log", "items", "adk"})
+                       if not c.needs & {"log", "items", "adk", "deletes"})
     assert report.count("passed") == len(report.results) - log_clauses - idle_clauses
     assert report.count("not claimed") == log_clauses
 

@@ -24,7 +24,8 @@ SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not clai
                 "interrupted": "INTR"}
 
 #: What a report calls a capability when its key is not plain English.
-CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history", "adk": "ADK session service"}
+CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history", "adk": "ADK session service",
+                            "deletes": "session delete"}
 
 
 @dataclass(frozen=True)
