@@ -9,7 +9,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -73,7 +73,7 @@ def test_pop_limit_and_clear_clauses_are_skipped_as_not_in_the_protocol() -> Non
 
 
 class _Closing(InMemoryHistoryProvider):
-    events: list[str] = []
+    events: ClassVar[list[str]] = []
 
     def __init__(self) -> None:
         super().__init__()

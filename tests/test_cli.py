@@ -43,7 +43,8 @@ def test_default_checks_sqlite_and_prints_the_report(tmp_path: Path) -> None:
     result = check("--report", str(report), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(CLAUSES)
-    claimed = len([c for c in CLAUSES if not c.needs & {"log", "items", "adk", "deletes"}])  # SQLite keeps no log, no items
+    # SQLite keeps no log, no items, no delete
+    claimed = len([c for c in CLAUSES if not c.needs & {"log", "items", "adk", "deletes"}])
     # opt-in (--idle, --reopen), skipped without them
     idle = len([c for c in CLAUSES if c.idle or (c.reopen and not c.needs & {"log", "items", "adk", "deletes"})])
     assert (f"SQLiteStore: {n} clauses: {claimed - idle} passed, 0 failed, {idle} skipped, {n - claimed} "
