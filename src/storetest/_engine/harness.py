@@ -39,9 +39,9 @@ CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     "items": ("get_items", "add_items", "pop_item", "clear_session"),
     # A Google ADK session service, through storetest.bindings.adk.
     "adk": ("create_session", "get_session", "list_sessions", "append_event", "delete_session"),
-    # A whole-session store (Microsoft Agent Framework's SessionStore, through
-    # storetest.bindings.agent_framework_sessions).
-    "deletes": ("save", "messages", "delete"),
+    # A transcript store that deletes whole sessions (Microsoft Agent Framework's
+    # SessionStore, through storetest.bindings.agent_framework_sessions).
+    "deletes": ("delete",),
 }
 
 

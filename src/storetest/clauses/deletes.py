@@ -1,5 +1,5 @@
-"""Whole-session stores that delete (the ``deletes`` capability: ``save``, ``messages``
-and ``delete``, as Microsoft Agent Framework's ``SessionStore`` has through
+"""Whole-session stores that delete (a transcript store with the ``deletes`` capability,
+``delete``, as Microsoft Agent Framework's ``SessionStore`` has through
 :func:`storetest.session_stores`): a delete removes its session and no other, and a
 delete racing a save leaves the session gone or the save whole.
 
@@ -20,7 +20,7 @@ from storetest.clauses._support import texts
 from storetest.clauses.transcripts import confusable_ids
 from storetest.contract import Message
 
-NEEDS = ("deletes",)
+NEEDS = ("deletes",)  # a store claiming it has save and messages too (session_stores does)
 
 
 @clause(needs=NEEDS)
