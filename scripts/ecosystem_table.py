@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "ecosystem.md"
 #: The SDK modules, in the order their sections appear.
-SDKS = ("openai_agents", "langchain", "adk", "langgraph")
+SDKS = ("openai_agents", "langchain", "adk", "langgraph", "agent_framework")
 
 _INTRO = """\
 # Other projects' stores, judged
@@ -95,7 +95,7 @@ def run_contender(contender: Any, seed: int, profile: str) -> Row:
     try:
         binding = contender.binding()
         report = check(binding, seed=seed, profile=profile, name=contender.name, skip=dict(contender.skip),
-                       clauses=list(contender.clauses) or None)
+                       clauses=list(contender.clauses) or None, reopen=binding if contender.reopen else None)
     except Exception as exc:
         row.error = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()

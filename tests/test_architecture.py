@@ -134,7 +134,8 @@ DOCUMENTED_MODULES = (
     "storetest.contract", "storetest.codec", "storetest.entries", "storetest.items", "storetest.projections",
     "storetest.databases", "storetest.plugin", "storetest.cli", "storetest.report", "storetest.results",
     "storetest.runner", "storetest.clauses", "storetest.bindings.openai_agents", "storetest.bindings.langchain",
-    "storetest.bindings.adk", "reference_stores.durable",
+    "storetest.bindings.adk", "storetest.bindings.agent_framework", "storetest.bindings.agent_framework_sessions",
+    "reference_stores.durable",
 )
 
 

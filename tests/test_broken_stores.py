@@ -22,12 +22,14 @@ import pytest
 from reference_stores.memory import MemoryStore
 from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
-from storetest import chat_histories, item_sessions
+from storetest import chat_histories, history_providers, item_sessions, session_stores
 from storetest._engine.profiles import PROFILES
 from storetest.clauses import CLAUSES
 from tests.adk_services import memory_adk
 from tests.broken_stores import (
     BrokenStore,
+    agent_framework_sessions_variants,
+    agent_framework_variants,
     chat_variants,
     crash_variants,
     mysql_variants,
@@ -130,6 +132,13 @@ _CONTROLS = {
     # LangGraph's own InMemorySaver, which each checkpoint variant changes in one place.
     "checkpoint": BrokenStore("memory-checkpoint-control", "none", "-", "unknown_session_is_empty", "-",
                               memory_checkpointer),
+    # The in-memory Agent Framework history provider and session store their variants change.
+    "agent_framework": BrokenStore("memory-history-provider-control", "none", "-", "unknown_session_is_empty", "-",
+                                   history_providers(agent_framework_variants.memory_history)),
+    # (agent_framework_sqlite's control is the correct SQLite provider its variant changes: it passes
+    # items_survive_a_crash in tests/test_conformance_agent_framework.py, reopen= and all.)
+    "agent_framework_sessions": BrokenStore("memory-session-store-control", "none", "-", "unknown_session_is_empty",
+                                            "-", session_stores(agent_framework_sessions_variants.memory_sessions)),
 }
 
 
@@ -180,7 +189,7 @@ def test_run_conformance_reports_the_jsonb_style_store(pytester: pytest.Pytester
     end = next(i for i in range(start, len(lines)) if "short test summary" in lines[i])
     # The table wraps long diagnoses onto indented lines: join them back.
     report = " ".join(line.strip() for line in lines[start + 1 : end])
-    items = len([c for c in CLAUSES if c.needs & {"items", "adk", "checkpoints"}])
+    items = len([c for c in CLAUSES if c.needs & {"items", "adk", "checkpoints", "deletes"}])
     # -k "not store_matches_model" deselects log_store_matches_model too, which the store does not claim.
     assert (f"jsonb-memory: {34 + items} of {len(CLAUSES)} clauses selected (4 deselected): 15 passed, 2 failed, "
             f"3 skipped; {14 + items} not claimed") in report

@@ -26,6 +26,7 @@ LOG_CLAUSES = {c.name for c in CLAUSES if "log" in c.needs}  # an entry-log stor
 ITEM_CLAUSES = {c.name for c in CLAUSES if "items" in c.needs}  # an item history's
 ITEM_CLAUSES |= {c.name for c in CLAUSES if "adk" in c.needs}  # and an ADK session service's
 ITEM_CLAUSES |= {c.name for c in CLAUSES if "checkpoints" in c.needs}  # and a LangGraph checkpointer's
+ITEM_CLAUSES |= {c.name for c in CLAUSES if "deletes" in c.needs}  # and a whole-session store's delete
 IDLE_CLAUSES = {c.name for c in CLAUSES if c.idle}  # opt-in: skipped without idle=
 #: Opt-in too: skipped without reopen= (a store without their capability does not claim them).
 CRASH_CLAUSES = {c.name for c in CLAUSES if c.reopen}

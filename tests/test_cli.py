@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from storetest.clauses import CLAUSES
+from tests.capabilities import OTHER_PROTOCOLS
 
 BROKEN_MODULE = '''
 from reference_stores.memory import MemoryStore
@@ -44,9 +45,9 @@ def test_default_checks_sqlite_and_prints_the_report(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(CLAUSES)
     # SQLite keeps no log, no items
-    claimed = len([c for c in CLAUSES if not c.needs & {"log", "items", "adk", "checkpoints"}])
+    claimed = len([c for c in CLAUSES if not c.needs & OTHER_PROTOCOLS])
     # opt-in (--idle, --reopen), skipped without them
-    idle = len([c for c in CLAUSES if c.idle or (c.reopen and not c.needs & {"log", "items", "adk", "checkpoints"})])
+    idle = len([c for c in CLAUSES if c.idle or (c.reopen and not c.needs & OTHER_PROTOCOLS)])
     assert (f"SQLiteStore: {n} clauses: {claimed - idle} passed, 0 failed, {idle} skipped; {n - claimed} "
             "not claimed" in result.stdout)
     data = json.loads(report.read_text())

@@ -10,18 +10,20 @@ from pathlib import Path
 import pytest
 
 from storetest.clauses import CLAUSES
+from tests.capabilities import OTHER_PROTOCOLS
 
 pytest_plugins = ["pytester"]
 
 CLAUSE_NAMES = [c.name for c in CLAUSES]
 #: The clauses a transcript-and-steers store claims (the log clauses need an entry log).
-STORE_CLAUSES = [c.name for c in CLAUSES if not c.needs & {"log", "items", "adk", "checkpoints"}]
+STORE_CLAUSES = [c.name for c in CLAUSES if not c.needs & OTHER_PROTOCOLS]
 UNCLAIMED = len([c for c in CLAUSES if "log" in c.needs])
 ITEMS = len([c for c in CLAUSES if "items" in c.needs])
 ADK = len([c for c in CLAUSES if "adk" in c.needs])
 CHECKPOINTS = len([c for c in CLAUSES if "checkpoints" in c.needs])
 # Opt-in clauses, skipped without --storetest-idle or reopen= (the memory store claims these).
-IDLE = sum(c.idle or (c.reopen and not c.needs & {"log", "items", "adk", "checkpoints"}) for c in CLAUSES)
+IDLE = sum(c.idle or (c.reopen and not c.needs & OTHER_PROTOCOLS) for c in CLAUSES)
+DELETES = len([c for c in CLAUSES if "deletes" in c.needs])
 QUICK = "-k", "round_trips_exactly or in_order_exactly_once or unknown_session"
 
 
@@ -205,7 +207,7 @@ def test_markdown_report_has_a_row_per_clause(pytester: pytest.Pytester) -> None
     for name in STORE_CLAUSES:
         assert f"| [`{name}`](#clause-{name}) |" in text
     assert (f"not claimed: entry log ({UNCLAIMED} clauses), item history ({ITEMS}), ADK session service ({ADK}), "
-            f"LangGraph checkpointer ({CHECKPOINTS}).") in text
+            f"LangGraph checkpointer ({CHECKPOINTS}), session delete ({DELETES}).") in text
 
 
 def test_profiles_are_chosen_by_flag_or_environment(

@@ -59,15 +59,18 @@ ITEMS = [c.name for c in CLAUSES if "items" in c.needs and any(w in c.name for w
 ADK = [c.name for c in CLAUSES if "adk" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
 CHECKPOINTS = [c.name for c in CLAUSES
                if "checkpoints" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
+DELETES = [c.name for c in CLAUSES if "deletes" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
 NOT_CLAIMED = (f"not claimed: steers ({len(STEERS)} clauses), entry log ({len(LOGS)}), item history ({len(ITEMS)}), "
-               f"ADK session service ({len(ADK)}), LangGraph checkpointer ({len(CHECKPOINTS)})")
+               f"ADK session service ({len(ADK)}), LangGraph checkpointer ({len(CHECKPOINTS)})"
+               + (f", session delete ({len(DELETES)})" if DELETES else ""))
 #: Under pytest, which collects no unclaimed clause, the line counts them all, whatever -k selects.
 ALL_ITEMS = [c.name for c in CLAUSES if "items" in c.needs]
 ALL_ADK = [c.name for c in CLAUSES if "adk" in c.needs]
 ALL_CHECKPOINTS = [c.name for c in CLAUSES if "checkpoints" in c.needs]
+ALL_DELETES = [c.name for c in CLAUSES if "deletes" in c.needs]
 NOT_CLAIMED_ANY_K = (f"not claimed: steers ({len(STEERS)} clauses), entry log ({len(LOGS)}), "
                      f"item history ({len(ALL_ITEMS)}), ADK session service ({len(ALL_ADK)}), "
-                     f"LangGraph checkpointer ({len(ALL_CHECKPOINTS)})")
+                     f"LangGraph checkpointer ({len(ALL_CHECKPOINTS)}), session delete ({len(ALL_DELETES)})")
 
 
 @pytest.fixture(scope="module")

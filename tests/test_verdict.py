@@ -25,10 +25,11 @@ from storetest._engine.harness import Handle
 from storetest._engine.profiles import PROFILES, Profile
 from storetest.clauses import CLAUSES
 from tests.broken_stores.memory_variants import PlainMemoryStore
+from tests.capabilities import OTHER_PROTOCOLS
 
 #: Races of transcript and steer clauses (the log clauses' races: tests/test_log_stores.py).
 # The item histories' races prove their overlap in tests/test_items.py, on an item store.
-RACES = [c.name for c in CLAUSES if c.races and not c.needs & {"log", "items", "adk", "checkpoints"}]
+RACES = [c.name for c in CLAUSES if c.races and not c.needs & OTHER_PROTOCOLS]
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -382,11 +383,12 @@ def test_a_failure_replays_byte_for_byte_from_two_clean_directories(tmp_path: Pa
         (directory / "dropping.py").write_text(module)
         report = directory / "report.json"
         env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
-        # Seed 5 draws a tool message to drop; which seeds do moves with the literals
-        # Hypothesis reads from storetest's source (seed 1234 stopped when clauses were added).
+        # Seed 6 draws a tool message to drop; which seeds do moves with the literals
+        # Hypothesis reads from storetest's source (seed 1234 stopped when clauses were added;
+        # seed 5's shrink ran into its time backstop when the deletes clauses were).
         run = subprocess.run(
             [sys.executable, "-m", "storetest.cli", "check", "dropping:DropsToolMessages",
-             "-k", "transcript_round_trips_exactly", "--seed", "5", "--nonce", "feed01",
+             "-k", "transcript_round_trips_exactly", "--seed", "6", "--nonce", "feed01",
              "--report", str(report), "-q"],
             cwd=directory, env=env, capture_output=True, text=True, timeout=300,
         )

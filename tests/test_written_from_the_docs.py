@@ -11,6 +11,7 @@ from pathlib import Path
 import storetest
 import storetest.clauses
 from examples.json_file_store import make_replica, make_store
+from tests.capabilities import OTHER_PROTOCOLS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,10 +20,10 @@ def test_a_store_written_from_the_docs_passes() -> None:
     report = storetest.check(make_store, make_replica, name="json_file_store")
     assert report.ok, str(report)
     # It keeps transcripts and steers, not an entry log, an item history nor an ADK service: not claimed.
-    log_clauses = sum(bool(c.needs & {"log", "items", "adk", "checkpoints"}) for c in storetest.clauses.CLAUSES)
+    log_clauses = sum(bool(c.needs & OTHER_PROTOCOLS) for c in storetest.clauses.CLAUSES)
     # opt-in, skipped without idle= or reopen=
     idle_clauses = sum(c.idle or c.reopen for c in storetest.clauses.CLAUSES
-                       if not c.needs & {"log", "items", "adk", "checkpoints"})
+                       if not c.needs & OTHER_PROTOCOLS)
     assert report.count("passed") == len(report.results) - log_clauses - idle_clauses
     assert report.count("not claimed") == log_clauses
 

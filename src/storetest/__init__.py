@@ -55,6 +55,8 @@ from storetest.contract import (
 if TYPE_CHECKING:
     from storetest._engine.failures import ConformanceFailure, Violation
     from storetest.bindings.adk import adk_sessions
+    from storetest.bindings.agent_framework import history_providers
+    from storetest.bindings.agent_framework_sessions import session_stores
     from storetest.bindings.langchain import chat_histories
     from storetest.bindings.langgraph import checkpointers
     from storetest.bindings.openai_agents import item_sessions, owned
@@ -98,10 +100,12 @@ __all__ = [
     "decode_trusted_json",
     "encode_message",
     "encode_messages",
+    "history_providers",
     "item_sessions",
     "open_session",
     "owned",
     "run_conformance",
+    "session_stores",
     "trusted_text_message",
 ]
 
@@ -119,6 +123,8 @@ _LAZY = {
     "owned": "storetest.bindings.openai_agents",
     "adk_sessions": "storetest.bindings.adk",
     "checkpointers": "storetest.bindings.langgraph",
+    "history_providers": "storetest.bindings.agent_framework",
+    "session_stores": "storetest.bindings.agent_framework_sessions",
 }
 
 

@@ -27,7 +27,7 @@ SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not clai
 
 #: What a report calls a capability when its key is not plain English.
 CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history", "adk": "ADK session service",
-                              "checkpoints": "LangGraph checkpointer"}
+                              "checkpoints": "LangGraph checkpointer", "deletes": "session delete"}
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ _MODULES = (
     "memory_variants", "sqlite_variants", "postgres_variants", "mysql_variants", "redis_variants", "log_variants",
     "item_variants", "adk_variants", "crash_variants", "chat_variants", "explained_variants",
     "checkpoint_variants",
+    "agent_framework_variants", "agent_framework_sessions_variants", "agent_framework_sqlite_variants",
 )
 
 

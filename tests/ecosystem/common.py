@@ -25,6 +25,8 @@ class Contender:
     # clauses that do not apply to it, each with why ("an in-memory database lives in one
     # process"): passed to check(skip=...), shown as "not applicable" in the table
     skip: Mapping[str, str] = field(default_factory=dict)
+    # run the crash clauses too, reopening the data with the binding itself (check(reopen=...))
+    reopen: bool = False
 
 
 @dataclass(frozen=True)

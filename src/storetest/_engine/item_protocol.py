@@ -43,9 +43,10 @@ class ItemProtocol:
     model_batches: Any
     #: An item carrying ``arguments``, raw JSON text, that must come back byte for byte.
     with_arguments: Callable[[str], Item]
-    #: ``pop_item`` and ``get_items(limit)`` are part of the protocol.
+    #: ``pop_item``, ``get_items(limit)`` and ``clear_session`` are part of the protocol.
     pops: bool = True
     limits: bool = True
+    clears: bool = True
     #: Change what a caller passed to ``add_items`` or got back (``after`` says which),
     #: through ``history``, the binding's handle, which knows the values behind the items.
     tamper: Callable[[object, str, object, str], None] = _tamper

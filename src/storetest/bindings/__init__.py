@@ -4,6 +4,9 @@
 - :mod:`storetest.bindings.langchain`: a LangChain chat history (``chat_histories``);
 - :mod:`storetest.bindings.adk`: a Google ADK session service (``adk_sessions``);
 - :mod:`storetest.bindings.langgraph`: a LangGraph checkpointer (``checkpointers``).
+- :mod:`storetest.bindings.agent_framework`: a Microsoft Agent Framework ``HistoryProvider``
+  (``history_providers``), and :mod:`storetest.bindings.agent_framework_sessions` its
+  whole-session ``SessionStore`` (``session_stores``).
 
 Each turns an outer factory into store handles the clauses drive, and imports its SDK
 only when the values need it. The functions are re-exported from :mod:`storetest`.

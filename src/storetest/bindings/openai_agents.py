@@ -154,8 +154,7 @@ class ItemSessions:
                 opener = await enter_factory(self.label, self.factory, fixtures, closers)
             finally:
                 _OWNED.reset(token)
-            if not callable(opener):  # a session class is an opener: SQLiteSession(session_id)
-                raise TypeError(_NOT_AN_OPENER.format(got=opener))
+            self._refuse_unless_opener(opener)
             history = self._history(opener)
             yield history
         finally:
@@ -165,6 +164,11 @@ class ItemSessions:
             steps += [functools.partial(close_resource, r) for r in reversed(resources)]
             steps += [functools.partial(close_factory, c) for _, c in reversed(closers)]
             await run_all(steps)
+
+    def _refuse_unless_opener(self, made: object) -> None:
+        """Raise TypeError unless the outer factory returned what ``_history`` takes."""
+        if not callable(made):  # a session class is an opener: SQLiteSession(session_id)
+            raise TypeError(_NOT_AN_OPENER.format(got=made))
 
     def _history(self, opener: Callable[[str], Any]) -> ItemHistory:
         """The handle over ``opener`` (a binding of another protocol makes its own)."""

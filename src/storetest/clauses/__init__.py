@@ -23,6 +23,8 @@
 - :mod:`~storetest.clauses.checkpoint_races`: parallel writes, two handles, a delete
   racing a put, first calls on a fresh backend, writes from processes;
 - :mod:`~storetest.clauses.checkpoint_model`: the checkpointer state machine;
+- :mod:`~storetest.clauses.deletes`: whole-session stores that delete (the ``deletes``
+  capability, an Agent Framework ``SessionStore``): a delete alone and racing a save;
 - :mod:`~storetest.clauses.idle`: data kept over an idle time (opt-in);
 - :mod:`~storetest.clauses.crash`: a writing process killed, the data reopened (opt-in, ``reopen=``).
 
@@ -40,7 +42,8 @@ from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
 TOPICS = (
     "content", "transcripts", "steers", "replicas", "model",
     "logs", "log_races", "log_operations", "log_model",
-    "items", "item_races", "item_model", "adk", "checkpoints", "checkpoint_races", "checkpoint_model", "idle", "crash",
+    "items", "item_races", "item_model", "adk", "checkpoints", "checkpoint_races", "checkpoint_model", "deletes",
+    "idle", "crash",
 )
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")

@@ -131,8 +131,10 @@ def _takes(n: int) -> bool:
     return n % 3 == 2
 
 
-def _pops(n: int) -> bool:
-    return n % 4 == 3
+def _pops(n: int, handle: Handle | None = None) -> bool:
+    """Whether call ``n`` is a pop: every fourth, on a history whose protocol has pops."""
+    protocol = getattr(handle.raw, "storetest_protocol", None) if handle is not None else None
+    return n % 4 == 3 and getattr(protocol, "pops", True) is not False
 
 
 def _text_bytes(messages: list[Message]) -> int:
@@ -145,7 +147,7 @@ _KINDS: Final[dict[str, _Kind]] = {
                     ack=lambda n, result: {"s": list(result)} if _takes(n) else {}, size=lambda n: 200),
     "log": _Kind(lambda h, s, n: h.call("append", s, _batch(n)),
                  size=lambda n: _text_bytes([e.payload for e in _batch(n) if isinstance(e.payload, Message)])),
-    "items": _Kind(lambda h, s, n: h.call("pop_item", s) if _pops(n) else h.call("add_items", s, _items(n)),
+    "items": _Kind(lambda h, s, n: h.call("pop_item", s) if _pops(n, h) else h.call("add_items", s, _items(n)),
                    size=lambda n: 200 if _pops(n) else sum(len(i["content"]) + 40 for i in _items(n))),
 }
 
@@ -593,12 +595,12 @@ def _judge_items(check: Check, run: _Run, r: Target, life: Life, k: int) -> None
     model = list(state.verified)
     for a in life.acked():
         n = int(a["n"])
-        if _pops(n):
+        if _pops(n, r.store):
             model = model[:-1]
         else:
             model += _items(n)
     flight = _in_flight(life)
-    other = None if flight is None else (model[:-1] if _pops(flight) else model + _items(flight))
+    other = None if flight is None else (model[:-1] if _pops(flight, r.store) else model + _items(flight))
     if same_items(model, got):
         if flight is not None:
             run.figures["calls in flight that did not land"] += 1
