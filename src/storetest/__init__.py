@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from storetest._engine.failures import ConformanceFailure, Violation
     from storetest.bindings.adk import adk_sessions
     from storetest.bindings.langchain import chat_histories
+    from storetest.bindings.llama_index import llama_index_chat_stores, llama_index_db_chat_stores
     from storetest.bindings.openai_agents import item_sessions, owned
     from storetest.plugin import run_conformance
     from storetest.results import ClauseResult, Interrupted, Report
@@ -97,6 +98,8 @@ __all__ = [
     "encode_message",
     "encode_messages",
     "item_sessions",
+    "llama_index_chat_stores",
+    "llama_index_db_chat_stores",
     "open_session",
     "owned",
     "run_conformance",
@@ -116,6 +119,8 @@ _LAZY = {
     "chat_histories": "storetest.bindings.langchain",
     "owned": "storetest.bindings.openai_agents",
     "adk_sessions": "storetest.bindings.adk",
+    "llama_index_chat_stores": "storetest.bindings.llama_index",
+    "llama_index_db_chat_stores": "storetest.bindings.llama_index",
 }
 
 

@@ -39,6 +39,10 @@ CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     "items": ("get_items", "add_items", "pop_item", "clear_session"),
     # A Google ADK session service, through storetest.bindings.adk.
     "adk": ("create_session", "get_session", "list_sessions", "append_event", "delete_session"),
+    # A LlamaIndex chat store, through storetest.bindings.llama_index: what it has beyond items,
+    # and an AsyncDBChatStore's queue (SQLAlchemyChatStore).
+    "llama_index": ("set_messages", "delete_message", "get_keys"),
+    "llama_index_db": ("count_messages", "delete_oldest_messages", "archive_oldest_messages"),
 }
 
 

@@ -2,7 +2,9 @@
 
 - :mod:`storetest.bindings.openai_agents`: an OpenAI Agents ``Session`` (``item_sessions``);
 - :mod:`storetest.bindings.langchain`: a LangChain chat history (``chat_histories``);
-- :mod:`storetest.bindings.adk`: a Google ADK session service (``adk_sessions``).
+- :mod:`storetest.bindings.adk`: a Google ADK session service (``adk_sessions``);
+- :mod:`storetest.bindings.llama_index`: a LlamaIndex chat store (``llama_index_chat_stores``,
+  ``llama_index_db_chat_stores``).
 
 Each turns an outer factory into store handles the clauses drive, and imports its SDK
 only when the values need it. The functions are re-exported from :mod:`storetest`.

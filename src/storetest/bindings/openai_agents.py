@@ -146,8 +146,7 @@ class ItemSessions:
                 opener = await enter_factory(self.label, self.factory, fixtures, closers)
             finally:
                 _OWNED.reset(token)
-            if not callable(opener):  # a session class is an opener: SQLiteSession(session_id)
-                raise TypeError(_NOT_AN_OPENER.format(got=opener))
+            self._check_opener(opener)
             history = self._history(opener)
             yield history
         finally:
@@ -157,6 +156,12 @@ class ItemSessions:
             steps += [functools.partial(close_resource, r) for r in reversed(resources)]
             steps += [functools.partial(close_factory, c) for _, c in reversed(closers)]
             await run_all(steps)
+
+    def _check_opener(self, opener: Any) -> None:
+        """:raises TypeError: the outer factory returned no opener (a binding whose factory
+        returns a store, a LlamaIndex chat store, checks that instead)."""
+        if not callable(opener):  # a session class is an opener: SQLiteSession(session_id)
+            raise TypeError(_NOT_AN_OPENER.format(got=opener))
 
     def _history(self, opener: Callable[[str], Any]) -> ItemHistory:
         """The handle over ``opener`` (a binding of another protocol makes its own)."""
