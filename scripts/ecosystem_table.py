@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "ecosystem.md"
 #: The SDK modules, in the order their sections appear.
-SDKS = ("openai_agents", "langchain", "adk")
+SDKS = ("openai_agents", "langchain", "adk", "llama_index")
 
 _INTRO = """\
 # Other projects' stores, judged

@@ -31,6 +31,7 @@ _CLAUSES = {clause.name for clause in CLAUSES}
 _MODULES = (
     "memory_variants", "sqlite_variants", "postgres_variants", "mysql_variants", "redis_variants", "log_variants",
     "item_variants", "adk_variants", "crash_variants", "chat_variants", "explained_variants",
+    "llama_index_variants", "llama_index_db_variants",
 )
 
 

@@ -28,7 +28,7 @@ import pytest
 from storetest.clauses import CLAUSES
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-SDKS = ("openai_agents", "langchain", "adk")
+SDKS = ("openai_agents", "langchain", "adk", "llama_index")
 _IN_CI = bool(os.environ.get("CI") or os.environ.get("STORETEST_REQUIRE"))
 
 

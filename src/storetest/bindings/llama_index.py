@@ -22,14 +22,15 @@ table, the same Redis database): ``get_keys`` must not list its keys.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 from storetest._engine.harness import StoreShapeError, close_factory, enter_factory, parameter_names
 from storetest.bindings._llama_index_messages import chat_protocol, llama_types, to_item, to_message
-from storetest.bindings._support import close_resource
-from storetest.bindings.openai_agents import ItemHistory, ItemSessions
+from storetest.bindings._support import close_resource, run_all
+from storetest.bindings.openai_agents import _OWNED, ItemHistory, ItemSessions
 from storetest.items import Item
 
 __all__ = ["ChatStore", "ChatStores", "llama_index_chat_stores", "llama_index_db_chat_stores"]
@@ -198,17 +199,18 @@ class ChatStores(ItemSessions):
                 yield handle
                 continue
             closers: list[Any] = []
-            other: Any = None
+            resources: list[Any] = []
+            token = _OWNED.set(resources)  # the neighbour may hand its engine to owned() too
             try:
-                other = await enter_factory("neighbour", self.neighbour, {
-                    n: fixtures[n] for n in parameter_names(self.neighbour)}, closers)
-                handle.neighbour = other  # type: ignore[attr-defined]
+                try:
+                    handle.neighbour = await enter_factory(  # type: ignore[attr-defined]
+                        "neighbour", self.neighbour, {n: fixtures[n] for n in parameter_names(self.neighbour)}, closers)
+                finally:
+                    _OWNED.reset(token)
                 yield handle
             finally:
-                if other is not None:
-                    await close_resource(other)
-                for _, closer in reversed(closers):
-                    await close_factory(closer)
+                await run_all([*(functools.partial(close_resource, r) for r in reversed(resources)),
+                               *(functools.partial(close_factory, c) for _, c in reversed(closers))])
 
     def __repr__(self) -> str:
         return f"{'llama_index_db_chat_stores' if self.db else 'llama_index_chat_stores'}" \
