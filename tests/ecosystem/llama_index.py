@@ -133,12 +133,14 @@ def sqlalchemy_mariadb(storetest_mysql_url: str) -> Any:
 # --- the contenders -------------------------------------------------------------------------
 
 _SKIP, _DB_SKIP = dict(NOT_IN_THE_PROTOCOL), dict(NOT_IN_THE_DB_PROTOCOL)
+_ONE_PROCESS = {"adds_from_processes_land_whole": "an in-memory store lives in one process: a child process cannot "
+                "reach it"}
 
 CONTENDERS: tuple[Contender, ...] = (
     # A lambda: an in-memory store cannot be shared with a child process, so the
     # cross-process clause is skipped, saying so.
     Contender("SimpleChatStore", "llama-index-core", lambda: llama_index_chat_stores(
-        lambda tmp_path: simple_store(tmp_path), neighbour=simple_neighbour), skip=_SKIP),
+        lambda tmp_path: simple_store(tmp_path), neighbour=simple_neighbour), skip={**_SKIP, **_ONE_PROCESS}),
     Contender("SQLiteChatStore", "llama-index-storage-chat-store-sqlite",
               lambda: llama_index_chat_stores(sqlite_store, neighbour=sqlite_neighbour), skip=_SKIP),
     Contender("PostgresChatStore (JSONB)", "llama-index-storage-chat-store-postgres",
@@ -164,4 +166,59 @@ def _d(contender: str, clause: str, summary: str, repro: str, deterministic: boo
     return Defect(contender, clause, summary, f"{_REPROS}/{repro}.py", deterministic, miss_rate)
 
 
-DEFECTS: tuple[Defect, ...] = ()
+_SIMPLE, _SQLITE, _PGB, _PGJ, _REDIS = ("SimpleChatStore", "SQLiteChatStore", "PostgresChatStore (JSONB)",
+                                       "PostgresChatStore (JSON)", "RedisChatStore")
+_SA_SQLITE, _SA_PG, _SA_MARIA = ("SQLAlchemyChatStore (SQLite)", "SQLAlchemyChatStore (PostgreSQL)",
+                                 "SQLAlchemyChatStore (MariaDB)")
+_BYTES = "delete_last_message returns RPOP's raw bytes, not a ChatMessage"
+_FIRST = ("The table is created on first use with nothing between two first calls: a concurrent call on one store "
+          "finds it set up but not created ('no such table'), two stores both CREATE it ('already exists').")
+_SET_STEPS = ("set_messages commits delete_messages, then inserts in a second transaction: a reader in between sees "
+              "the key empty (beyond the protocol's promise).")
+
+DEFECTS: tuple[Defect, ...] = (
+    _d(_SIMPLE, "pop_item_takes_the_newest", "delete_last_message on a key whose messages were all deleted raises "
+       "IndexError (the key keeps an empty list), not None.", "simple_pop_emptied_raises"),
+    _d(_SIMPLE, "pop_item_hands_each_item_out_once", "Racing pops raise IndexError once the list is empty.",
+       "simple_pop_emptied_raises"),
+    _d(_SIMPLE, "items_are_not_aliased", "Keeps the caller's ChatMessage objects and hands out its own list "
+       "(beyond the protocol's promise: LlamaIndex does not document either way).", "simple_keeps_callers_messages"),
+    _d(_SIMPLE, "delete_message_with_a_negative_index", "delete_message(key, -6) on five messages raises "
+       "IndexError: it checks idx >= len only (beyond the protocol's promise).", "simple_negative_index_raises"),
+    _d(_SQLITE, "delete_message_removes_that_one", "delete_message(key, idx) deletes the row whose id is idx, not "
+       "the message at position idx: delete_message(key, 0) removes nothing.", "sqlite_delete_message_by_row_id"),
+    _d(_SQLITE, "set_messages_replaces_the_list", "set_messages inserts the new list after the old one, deleting "
+       "nothing.", "sqlite_set_messages_appends"),
+    _d(_SQLITE, "set_messages_is_atomic_to_readers", "set_messages appends, so every reader sees the old list and "
+       "the new together.", "sqlite_set_messages_appends"),
+    _d(_SQLITE, "pop_item_hands_each_item_out_once", "delete_last_message is a SELECT, then a DELETE by id, with no "
+       "lock: two callers get the same message.", "sqlite_pop_race"),
+    _d(_PGB, "items_round_trip_exactly", "Messages go through jsonb, which keeps numbers as numeric: the float 1e300 "
+       "comes back as a 301-digit integer.", "postgres_jsonb_numbers"),
+    _d(_PGB, "set_messages_replaces_the_list", "jsonb numbers: the float 1e300 in a message comes back as an integer.",
+       "postgres_jsonb_numbers"),
+    _d(_PGB, "items_keep_nul_characters", "A message holding a NUL is refused by jsonb ('unsupported Unicode escape "
+       "sequence').", "postgres_jsonb_nul"),
+    *(_d(name, "pop_item_hands_each_item_out_once", "delete_last_message reads the array, then sets it to "
+         "value[1:length - 1] in a second statement: a pop in between hands one message to two callers and loses "
+         "another.", "postgres_pop_race") for name in (_PGB, _PGJ)),
+    *(_d(_REDIS, clause, _BYTES + ".", "redis_pop_returns_bytes") for clause in (
+        "pop_item_takes_the_newest", "item_replicas_see_each_others_writes", "pop_item_hands_each_item_out_once",
+        "item_history_matches_model")),
+    _d(_REDIS, "delete_message_removes_that_one", "delete_message returns raw bytes and writes the rest of the list "
+       "back with LPUSH: the messages left are reversed.", "redis_delete_message_bytes_reversed"),
+    _d(_REDIS, "get_keys_lists_the_keys_written", "get_keys is KEYS *: every key of the Redis database, other "
+       "applications' included.", "redis_get_keys_every_key"),
+    _d(_REDIS, "set_messages_is_atomic_to_readers", "set_messages is DEL, then one RPUSH per message: a reader in "
+       "between sees part of the new list (beyond the protocol's promise).", "redis_set_messages_in_steps"),
+    *(_d(_SA_SQLITE, clause, _FIRST, "sqlalchemy_first_calls_race") for clause in (
+        "a_batch_is_atomic_to_readers", "concurrent_batches_never_interleave", "concurrent_adds_lose_nothing",
+        "first_calls_on_a_fresh_backend_succeed", "adds_from_processes_land_whole")),
+    _d(_SA_PG, "first_calls_on_a_fresh_backend_succeed", _FIRST.replace("('already exists')", "(a UniqueViolation "
+       "on pg_type); the repro runs on SQLite, the code is the same"), "sqlalchemy_first_calls_race"),
+    *(_d(name, "set_messages_is_atomic_to_readers", _SET_STEPS, "sqlalchemy_set_messages_in_steps")
+      for name in (_SA_SQLITE, _SA_PG)),
+    _d(_SA_MARIA, "items_round_trip_exactly", "Its table cannot be created: String columns without a length, which "
+       "MariaDB refuses ('VARCHAR requires a length on dialect mysql'); every call raises.",
+       "sqlalchemy_mariadb_varchar"),
+)
