@@ -86,3 +86,25 @@ def test_a_store_of_the_wrong_shape_is_told_so() -> None:
     with pytest.raises(TypeError, match="outer factory"):
         llama_index_chat_stores("not callable")  # type: ignore[arg-type]
     assert isinstance(StoreShapeError("x"), TypeError)
+
+
+def test_the_docs_lines_are_the_pages_and_the_sqlalchemy_one_runs() -> None:
+    """docs/llama-index.md's two lines, as they are there; the SQLAlchemyChatStore one run
+    on the clauses of its queue and a replica (the Redis one runs in the ecosystem table)."""
+    from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from storetest import owned
+    from tests.pages import run_conformance_lines
+
+    lines = run_conformance_lines("llama-index.md")
+    assert lines == [
+        "llama_index_chat_stores(lambda storetest_redis_url: RedisChatStore(redis_url=storetest_redis_url))",
+        'llama_index_db_chat_stores(lambda tmp_path: SQLAlchemyChatStore( "chat", async_engine=owned('
+        'create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/chat.db"))))'], lines
+    line = llama_index_db_chat_stores(lambda tmp_path: SQLAlchemyChatStore(
+        "chat", async_engine=owned(create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/chat.db"))))
+    clauses = ["count_messages_counts_each_status", "oldest_messages_leave_first",
+               "item_replicas_see_each_others_writes", "delete_message_removes_that_one"]
+    report = check(line, clauses=clauses, seed=1)
+    assert {r.clause: r.outcome for r in report.results} == dict.fromkeys(clauses, "passed"), str(report)
