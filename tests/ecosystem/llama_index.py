@@ -29,6 +29,10 @@ REQUIRES = ("llama_index.core", "llama_index.storage.chat_store.redis", "sqlalch
 OPTIONAL = {"llama_index.storage.chat_store.sqlite": "aiosqlite<0.22, pinned 0.22.1",
             "llama_index.storage.chat_store.postgres": "asyncpg<0.31, pinned 0.32.0"}
 INSTALL = "pip install -e '.[llama-index]'"
+NOTE = ("SQLiteChatStore and PostgresChatStore are not in that extra: they need aiosqlite<0.22 and asyncpg<0.31, "
+        "below the pins the other SDKs need ([LlamaIndex chat stores](llama-index.md)); their rows were made with "
+        "`pip install --no-deps llama-index-storage-chat-store-sqlite==0.4.0 "
+        "llama-index-storage-chat-store-postgres==0.5.0` over the pinned drivers.")
 DISTRIBUTIONS = ("llama-index-core", "llama-index-storage-chat-store-sqlite", "llama-index-storage-chat-store-postgres",
                  "llama-index-storage-chat-store-redis", "sqlalchemy", "aiosqlite", "asyncpg", "aiomysql", "redis")
 
