@@ -28,13 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_storetest_check_passes_the_correct_store() -> None:
-    """The command on the module's binding: exit 0, every clause of LlamaIndex's own passed."""
+    """The command on the module's binding: exit 0 (two clauses: the import of LlamaIndex is
+    most of its time; pytest runs every clause, tests/test_conformance_llama_index.py)."""
     done = subprocess.run([str(Path(sys.executable).parent / "storetest"), "check",
                            "tests.llama_index_stores:sqlite_chat_store", "--seed", "1", "-k",
-                           "delete_message or get_keys or set_messages or pop_item_takes"],
+                           "delete_message_removes or get_keys"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "6 passed, 0 failed" in done.stdout, done.stdout
+    assert "2 passed, 0 failed" in done.stdout, done.stdout
 
 
 def test_the_correct_store_is_under_50_lines() -> None:
@@ -90,7 +91,7 @@ def test_a_store_of_the_wrong_shape_is_told_so() -> None:
 
 def test_the_docs_lines_are_the_pages_and_the_sqlalchemy_one_runs() -> None:
     """docs/llama-index.md's two lines, as they are there; the SQLAlchemyChatStore one run
-    on the clauses of its queue and a replica (the Redis one runs in the ecosystem table)."""
+    on the clauses of its queue (the Redis one runs in the ecosystem table)."""
     from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
     from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -104,7 +105,6 @@ def test_the_docs_lines_are_the_pages_and_the_sqlalchemy_one_runs() -> None:
         'create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/chat.db"))))'], lines
     line = llama_index_db_chat_stores(lambda tmp_path: SQLAlchemyChatStore(
         "chat", async_engine=owned(create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/chat.db"))))
-    clauses = ["count_messages_counts_each_status", "oldest_messages_leave_first",
-               "item_replicas_see_each_others_writes", "delete_message_removes_that_one"]
+    clauses = ["count_messages_counts_each_status", "oldest_messages_leave_first"]
     report = check(line, clauses=clauses, seed=1)
     assert {r.clause: r.outcome for r in report.results} == dict.fromkeys(clauses, "passed"), str(report)
