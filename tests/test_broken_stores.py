@@ -22,7 +22,7 @@ import pytest
 from reference_stores.memory import MemoryStore
 from reference_stores.memory_log import MemoryLogStore
 from reference_stores.sqlite import SQLiteStore
-from storetest import chat_histories, item_sessions, llama_index_chat_stores
+from storetest import chat_histories, item_sessions
 from storetest._engine.profiles import PROFILES
 from storetest.clauses import CLAUSES
 from tests.adk_services import memory_adk
@@ -31,13 +31,13 @@ from tests.broken_stores import (
     chat_variants,
     crash_variants,
     llama_index_db_variants,
-    llama_index_variants,
     mysql_variants,
     redis_variants,
     registry,
     run_clause,
 )
 from tests.item_histories import sqlite_sessions
+from tests.llama_index_stores import sqlite_chat_store
 
 pytest_plugins = ["pytester"]
 
@@ -130,8 +130,7 @@ _CONTROLS = {
                         chat_histories(chat_variants.memory_chat)),
     # The correct SQLite chat store the LlamaIndex variants change, and SQLAlchemyChatStore on SQLite.
     "llama_index": BrokenStore("sqlite-llama-index-control", "none", "-", "unknown_session_is_empty", "-",
-                               llama_index_chat_stores(llama_index_variants.control,
-                                                       neighbour=llama_index_variants.control_neighbour)),
+                               sqlite_chat_store, reopen=sqlite_chat_store),
     "llama_index_db": BrokenStore("sqlalchemy-llama-index-control", "none", "-", "unknown_session_is_empty", "-",
                                   llama_index_db_variants.control),
 }

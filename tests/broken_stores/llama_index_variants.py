@@ -91,6 +91,24 @@ class SetInSteps(SQLiteChatStore):
             self.add_message(key, message)
 
 
+class MessageInTwoWrites(SQLiteChatStore):
+    """``add_message`` writes a message's JSON in two commits (a value written in chunks):
+    a process killed between them leaves half a message, which no later read parses."""
+
+    def add_message(self, key: str, message: ChatMessage) -> None:
+        text = message.model_dump_json()
+        self._run("SELECT 1", many=[(key, text[: len(text) // 2])])
+        self._run("UPDATE m SET v = v || ? WHERE n = (SELECT MAX(n) FROM m WHERE k = ?)", text[len(text) // 2:], key)
+
+
+def halves_store(tmp_path: Path) -> SQLiteChatStore:
+    return MessageInTwoWrites(path=str(tmp_path / "chat.db"))
+
+
+#: Module level: the crash clause's helper process imports it by name to reopen the data.
+halves = llama_index_chat_stores(halves_store)
+
+
 def _factory(cls: type[SQLiteChatStore]) -> Any:
     def store(tmp_path: Path) -> SQLiteChatStore:
         return cls(path=str(tmp_path / "chat.db"))
@@ -138,4 +156,7 @@ BROKEN = [
     _broken("llama-set-messages-in-steps", "set_messages deletes, then adds message by message",
             "LlamaIndex RedisChatStore and SQLAlchemyChatStore.set_messages", "set_messages_is_atomic_to_readers",
             "beyond the protocol's promise: ", SetInSteps, racy=True),
+    BrokenStore("llama-message-in-two-writes", "add_message writes a message in two commits",
+                "a value written in chunks (an append of its tail)", "items_survive_a_crash",
+                "get_items() raised", halves, reopen=halves),
 ]
