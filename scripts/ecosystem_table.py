@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "ecosystem.md"
 #: The SDK modules, in the order their sections appear.
-SDKS = ("openai_agents", "langchain", "adk", "langgraph", "agent_framework")
+SDKS = ("openai_agents", "langchain", "adk", "langgraph", "agent_framework", "llama_index")
 
 _INTRO = """\
 # Other projects' stores, judged
@@ -169,6 +169,8 @@ def render_section(sdk: str, module: ModuleType, rows: Sequence[Row]) -> tuple[s
     install = getattr(module, "INSTALL", "")
     if install:
         lines += [f"Installed by `{install}`.", ""]
+    if getattr(module, "NOTE", ""):  # what the install line cannot say (stores outside the pins)
+        lines += [module.NOTE, ""]
     lines += ["Versions in this run:", "", *(f"- {v}" for v in versions(module)), ""]
     numbers = {r.name: k + 1 for k, r in enumerate(runnable)}
     lines += ["Stores (columns): " + "; ".join(f"**{n}** {r.name} ({r.seconds:.0f} s)" for r, n in

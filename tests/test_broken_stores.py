@@ -32,13 +32,16 @@ from tests.broken_stores import (
     agent_framework_variants,
     chat_variants,
     crash_variants,
+    llama_index_db_variants,
     mysql_variants,
     redis_variants,
     registry,
     run_clause,
 )
+from tests.capabilities import OTHER_PROTOCOLS
 from tests.checkpointers import memory_checkpointer
 from tests.item_histories import sqlite_sessions
+from tests.llama_index_stores import sqlite_chat_store
 
 pytest_plugins = ["pytester"]
 
@@ -139,6 +142,11 @@ _CONTROLS = {
     # items_survive_a_crash in tests/test_conformance_agent_framework.py, reopen= and all.)
     "agent_framework_sessions": BrokenStore("memory-session-store-control", "none", "-", "unknown_session_is_empty",
                                             "-", session_stores(agent_framework_sessions_variants.memory_sessions)),
+    # The correct SQLite chat store the LlamaIndex variants change, and SQLAlchemyChatStore on SQLite.
+    "llama_index": BrokenStore("sqlite-llama-index-control", "none", "-", "unknown_session_is_empty", "-",
+                               sqlite_chat_store, reopen=sqlite_chat_store),
+    "llama_index_db": BrokenStore("sqlalchemy-llama-index-control", "none", "-", "unknown_session_is_empty", "-",
+                                  llama_index_db_variants.control),
 }
 
 
@@ -189,7 +197,7 @@ def test_run_conformance_reports_the_jsonb_style_store(pytester: pytest.Pytester
     end = next(i for i in range(start, len(lines)) if "short test summary" in lines[i])
     # The table wraps long diagnoses onto indented lines: join them back.
     report = " ".join(line.strip() for line in lines[start + 1 : end])
-    items = len([c for c in CLAUSES if c.needs & {"items", "adk", "checkpoints", "deletes"}])
+    items = len([c for c in CLAUSES if c.needs & OTHER_PROTOCOLS - {"log"}])
     # -k "not store_matches_model" deselects log_store_matches_model too, which the store does not claim.
     assert (f"jsonb-memory: {34 + items} of {len(CLAUSES)} clauses selected (4 deselected): 15 passed, 2 failed, "
             f"3 skipped; {14 + items} not claimed") in report

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from storetest.bindings.agent_framework_sessions import session_stores
     from storetest.bindings.langchain import chat_histories
     from storetest.bindings.langgraph import checkpointers
+    from storetest.bindings.llama_index import llama_index_chat_stores, llama_index_db_chat_stores
     from storetest.bindings.openai_agents import item_sessions, owned
     from storetest.plugin import run_conformance
     from storetest.results import ClauseResult, Interrupted, Report
@@ -102,6 +103,8 @@ __all__ = [
     "encode_messages",
     "history_providers",
     "item_sessions",
+    "llama_index_chat_stores",
+    "llama_index_db_chat_stores",
     "open_session",
     "owned",
     "run_conformance",
@@ -125,6 +128,8 @@ _LAZY = {
     "checkpointers": "storetest.bindings.langgraph",
     "history_providers": "storetest.bindings.agent_framework",
     "session_stores": "storetest.bindings.agent_framework_sessions",
+    "llama_index_chat_stores": "storetest.bindings.llama_index",
+    "llama_index_db_chat_stores": "storetest.bindings.llama_index",
 }
 
 

@@ -33,6 +33,7 @@ _MODULES = (
     "item_variants", "adk_variants", "crash_variants", "chat_variants", "explained_variants",
     "checkpoint_variants",
     "agent_framework_variants", "agent_framework_sessions_variants", "agent_framework_sqlite_variants",
+    "llama_index_variants", "llama_index_db_variants",
 )
 
 

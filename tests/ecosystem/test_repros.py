@@ -28,7 +28,7 @@ import pytest
 from storetest.clauses import CLAUSES
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-SDKS = ("openai_agents", "langchain", "adk", "langgraph", "agent_framework")
+SDKS = ("openai_agents", "langchain", "adk", "langgraph", "agent_framework", "llama_index")
 _IN_CI = bool(os.environ.get("CI") or os.environ.get("STORETEST_REQUIRE"))
 
 
@@ -76,6 +76,15 @@ def _require(module: Any, sdk: str) -> None:
     pytest.skip(message)
 
 
+def _skip_optional(module: Any, repro: Path) -> None:
+    """An SDK module's ``OPTIONAL`` stores do not install beside the pins (the reason is the
+    value): their repros skip, in CI too, where they are not installed."""
+    source = repro.read_text(encoding="utf-8")
+    for name, why in getattr(module, "OPTIONAL", {}).items():
+        if f"from {name} import" in source and importlib.util.find_spec(name) is None:
+            pytest.skip(f"{name} is not installed: it does not install beside the pinned drivers ({why})")
+
+
 def _repros() -> list[Any]:
     """One case per repro script, with every defect it shows (several verdicts can share a cause)."""
     by_repro: dict[tuple[str, str], list[Any]] = {}
@@ -102,6 +111,7 @@ def test_the_defect_is_still_there(sdk: str, module: Any, defects: list[Any], re
     _require(module, sdk)
     defect = defects[0]
     assert len({d.deterministic for d in defects}) == 1, f"{defect.repro}: deterministic for some verdicts only"
+    _skip_optional(module, ROOT / defect.repro)
     repro = _load(ROOT / defect.repro)
     arguments = {name: request.getfixturevalue(name) for name in inspect.signature(repro.main).parameters}
     try:

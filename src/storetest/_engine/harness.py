@@ -44,6 +44,10 @@ CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     # A transcript store that deletes whole sessions (Microsoft Agent Framework's
     # SessionStore, through storetest.bindings.agent_framework_sessions).
     "deletes": ("delete",),
+    # A LlamaIndex chat store, through storetest.bindings.llama_index: what it has beyond items,
+    # and an AsyncDBChatStore's queue (SQLAlchemyChatStore).
+    "llama_index": ("set_messages", "delete_message", "get_keys"),
+    "llama_index_db": ("count_messages", "delete_oldest_messages", "archive_oldest_messages"),
 }
 
 

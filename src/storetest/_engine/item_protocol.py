@@ -47,6 +47,11 @@ class ItemProtocol:
     pops: bool = True
     limits: bool = True
     clears: bool = True
+    #: ``add_items`` is one write: a reader or another writer sees the batch whole or not
+    #: at all. ``False`` for a protocol that adds one message at a time (a LlamaIndex
+    #: chat store's ``add_message``): the race clauses then ask each message to land
+    #: whole and once, in order, not each batch.
+    atomic_batches: bool = True
     #: Change what a caller passed to ``add_items`` or got back (``after`` says which),
     #: through ``history``, the binding's handle, which knows the values behind the items.
     tamper: Callable[[object, str, object, str], None] = _tamper

@@ -7,6 +7,8 @@
 - :mod:`storetest.bindings.agent_framework`: a Microsoft Agent Framework ``HistoryProvider``
   (``history_providers``), and :mod:`storetest.bindings.agent_framework_sessions` its
   whole-session ``SessionStore`` (``session_stores``).
+- :mod:`storetest.bindings.llama_index`: a LlamaIndex chat store (``llama_index_chat_stores``,
+  ``llama_index_db_chat_stores``).
 
 Each turns an outer factory into store handles the clauses drive, and imports its SDK
 only when the values need it. The functions are re-exported from :mod:`storetest`.

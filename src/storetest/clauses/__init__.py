@@ -25,6 +25,8 @@
 - :mod:`~storetest.clauses.checkpoint_model`: the checkpointer state machine;
 - :mod:`~storetest.clauses.deletes`: whole-session stores that delete (the ``deletes``
   capability, an Agent Framework ``SessionStore``): a delete alone and racing a save;
+- :mod:`~storetest.clauses.llama_index`: LlamaIndex chat stores (the ``llama_index``
+  capability): delete by index, the keys listed, set_messages, an AsyncDBChatStore's queue;
 - :mod:`~storetest.clauses.idle`: data kept over an idle time (opt-in);
 - :mod:`~storetest.clauses.crash`: a writing process killed, the data reopened (opt-in, ``reopen=``).
 
@@ -43,7 +45,7 @@ TOPICS = (
     "content", "transcripts", "steers", "replicas", "model",
     "logs", "log_races", "log_operations", "log_model",
     "items", "item_races", "item_model", "adk", "checkpoints", "checkpoint_races", "checkpoint_model", "deletes",
-    "idle", "crash",
+    "llama_index", "idle", "crash",
 )
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")

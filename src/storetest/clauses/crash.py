@@ -44,6 +44,7 @@ from storetest._engine.diagnosis import describe_log, shorten
 from storetest._engine.failures import Check, checking, describe_exception
 from storetest._engine.harness import FactoryError, Handle, Target, open_target, parameter_names
 from storetest._engine.profiles import PROFILES
+from storetest.clauses._item_support import protocol
 from storetest.clauses._registry import clause
 from storetest.contract import Message, OutcomeUnknown, Text
 from storetest.entries import Entry
@@ -606,6 +607,10 @@ def _judge_items(check: Check, run: _Run, r: Target, life: Life, k: int) -> None
             run.figures["calls in flight that did not land"] += 1
     elif other is not None and same_items(other, got):
         run.figures["calls in flight that landed whole"] += 1
+    elif flight is not None and not _pops(flight) and not protocol(r).atomic_batches and any(
+            same_items(model + _items(flight)[:i], got) for i in range(1, len(_items(flight)))):
+        # A protocol that adds one message at a time (a LlamaIndex chat store): the batch's first messages.
+        run.figures["batches in flight that landed in part, message by message"] += 1
     else:
         names = [str(i.get("content", ""))[:14] if isinstance(i, dict) else i for i in got] \
             if isinstance(got, list) else got
