@@ -18,7 +18,10 @@ CLAUSE_NAMES = [c.name for c in CLAUSES]
 #: The clauses a transcript-and-steers store claims (the log clauses need an entry log).
 STORE_CLAUSES = [c.name for c in CLAUSES if not c.needs & OTHER_PROTOCOLS]
 UNCLAIMED = len([c for c in CLAUSES if "log" in c.needs])
-ITEMS = len([c for c in CLAUSES if "items" in c.needs])
+LLAMA = {"llama_index", "llama_index_db"}
+ITEMS = len([c for c in CLAUSES if "items" in c.needs and not c.needs & LLAMA])
+LLAMA_CHAT = len([c for c in CLAUSES if "llama_index" in c.needs and "llama_index_db" not in c.needs])
+LLAMA_DB = len([c for c in CLAUSES if "llama_index_db" in c.needs])
 ADK = len([c for c in CLAUSES if "adk" in c.needs])
 CHECKPOINTS = len([c for c in CLAUSES if "checkpoints" in c.needs])
 # Opt-in clauses, skipped without --storetest-idle or reopen= (the memory store claims these).
@@ -207,7 +210,8 @@ def test_markdown_report_has_a_row_per_clause(pytester: pytest.Pytester) -> None
     for name in STORE_CLAUSES:
         assert f"| [`{name}`](#clause-{name}) |" in text
     assert (f"not claimed: entry log ({UNCLAIMED} clauses), item history ({ITEMS}), ADK session service ({ADK}), "
-            f"LangGraph checkpointer ({CHECKPOINTS}), session delete ({DELETES}).") in text
+            f"LangGraph checkpointer ({CHECKPOINTS}), session delete ({DELETES}), "
+            f"LlamaIndex chat store ({LLAMA_CHAT}), LlamaIndex AsyncDBChatStore ({LLAMA_DB}).") in text
 
 
 def test_profiles_are_chosen_by_flag_or_environment(

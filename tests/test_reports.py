@@ -55,7 +55,9 @@ LOGS = [c.name for c in CLAUSES if "log" in c.needs]
 #: Enough to fail with many violations and with a state-machine story, and quick.
 SELECTION = "isolated or store_matches_model or unknown_session or replicas_share or steers or log"
 #: The item clauses that selection picks (the others are never named).
-ITEMS = [c.name for c in CLAUSES if "items" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
+LLAMA = {"llama_index", "llama_index_db"}
+ITEMS = [c.name for c in CLAUSES if "items" in c.needs and not c.needs & LLAMA
+         and any(w in c.name for w in SELECTION.split(" or "))]
 ADK = [c.name for c in CLAUSES if "adk" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
 CHECKPOINTS = [c.name for c in CLAUSES
                if "checkpoints" in c.needs and any(w in c.name for w in SELECTION.split(" or "))]
@@ -64,13 +66,17 @@ NOT_CLAIMED = (f"not claimed: steers ({len(STEERS)} clauses), entry log ({len(LO
                f"ADK session service ({len(ADK)}), LangGraph checkpointer ({len(CHECKPOINTS)})"
                + (f", session delete ({len(DELETES)})" if DELETES else ""))
 #: Under pytest, which collects no unclaimed clause, the line counts them all, whatever -k selects.
-ALL_ITEMS = [c.name for c in CLAUSES if "items" in c.needs]
+ALL_ITEMS = [c.name for c in CLAUSES if "items" in c.needs and not c.needs & LLAMA]
+ALL_LLAMA_CHAT = [c.name for c in CLAUSES if "llama_index" in c.needs and "llama_index_db" not in c.needs]
+ALL_LLAMA_DB = [c.name for c in CLAUSES if "llama_index_db" in c.needs]
 ALL_ADK = [c.name for c in CLAUSES if "adk" in c.needs]
 ALL_CHECKPOINTS = [c.name for c in CLAUSES if "checkpoints" in c.needs]
 ALL_DELETES = [c.name for c in CLAUSES if "deletes" in c.needs]
 NOT_CLAIMED_ANY_K = (f"not claimed: steers ({len(STEERS)} clauses), entry log ({len(LOGS)}), "
                      f"item history ({len(ALL_ITEMS)}), ADK session service ({len(ALL_ADK)}), "
-                     f"LangGraph checkpointer ({len(ALL_CHECKPOINTS)}), session delete ({len(ALL_DELETES)})")
+                     f"LangGraph checkpointer ({len(ALL_CHECKPOINTS)}), session delete ({len(ALL_DELETES)}), "
+                     f"LlamaIndex chat store ({len(ALL_LLAMA_CHAT)}), "
+                     f"LlamaIndex AsyncDBChatStore ({len(ALL_LLAMA_DB)})")
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,13 @@ Outcome = Literal["passed", "failed", "skipped", "not claimed", "error", "interr
 SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not claimed": "n/c", "error": "ERROR",
                 "interrupted": "INTR"}
 
-#: What a report calls a capability when its key is not plain English.
+#: What a report calls a capability when its key is not plain English; later keys build on
+#: earlier ones (a LlamaIndex chat store is an item history), so a clause lacking several is
+#: filed under the last.
 CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history", "adk": "ADK session service",
-                              "checkpoints": "LangGraph checkpointer", "deletes": "session delete"}
+                           "checkpoints": "LangGraph checkpointer", "deletes": "session delete",
+                           "llama_index": "LlamaIndex chat store",
+                           "llama_index_db": "LlamaIndex AsyncDBChatStore"}
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,8 @@ class Report:
         out: dict[str, list[str]] = {}
         for r in self.results:
             if r.outcome == "not claimed":
-                lacks = " and ".join(CAPABILITY_NAMES.get(c, c) for c in r.lacks) or r.diagnosis
+                named = [name for cap, name in CAPABILITY_NAMES.items() if cap in r.lacks]
+                lacks = named[-1] if named else " and ".join(r.lacks) or r.diagnosis
                 out.setdefault(lacks, []).append(r.clause)
         return out
 
