@@ -18,6 +18,8 @@
 - :mod:`~storetest.clauses.item_model`: the item-history state machine;
 - :mod:`~storetest.clauses.adk`: Google ADK session services (the ``adk`` capability):
   exclusive create, verbatim events, scoped state, isolation, replicas;
+- :mod:`~storetest.clauses.input_model`: the input model's sizes, characters and id
+  relations for entry logs, item and chat histories and ADK services;
 - :mod:`~storetest.clauses.idle`: data kept over an idle time (opt-in);
 - :mod:`~storetest.clauses.crash`: a writing process killed, the data reopened (opt-in, ``reopen=``).
 
@@ -35,7 +37,7 @@ from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
 TOPICS = (
     "content", "transcripts", "steers", "replicas", "model",
     "logs", "log_races", "log_operations", "log_model",
-    "items", "item_races", "item_model", "adk", "idle", "crash",
+    "items", "item_races", "item_model", "adk", "input_model", "idle", "crash",
 )
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")
