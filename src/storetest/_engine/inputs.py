@@ -7,8 +7,8 @@ A cell is one point of one dimension of one field:
 - *size*: 0, 1 and 2^k - 1, 2^k, 2^k + 1 for k from 3 up to the field's limit (1 MiB
   + 1 for a field without one), counted in characters and, separately, in UTF-8 bytes
   with a multibyte character last (so a cut one byte short splits it); the sizes past
-  64 KiB + 1 are fixed values sent once per check (four per power of two, each one
-  character and one byte cell: see :func:`large_values`), and transcripts' message text
+  64 KiB + 1 are fixed values sent once per check (five per power of two, each up to
+  one character and one byte cell: see :func:`large_values`), and transcripts' message text
   has the 16 MiB cells in the ``ci`` profile only;
 - *characters*: a family of characters some layer changes (controls, noncharacters,
   bidi marks, case pairs that fold differently, escapes some layer decodes, ...);
@@ -71,7 +71,7 @@ __all__ = [
 UNBOUNDED: Final = 2**20
 #: Sizes up to this run in the clauses' cheap fixed cases, every field; above it, for a
 #: field without a limit, the ladder goes on to 1 MiB + 1 with :func:`large_values`:
-#: four values per power of two (7.9 MB a field), sent once per check.
+#: five values per power of two (9.8 MB a field), sent once per check.
 CHEAP_LIMIT: Final = 2**16 + 1
 #: The profiles that also send the 16 MiB cells (transcripts' message text).
 HUGE_PROFILES: Final = ("ci", "thorough")
@@ -301,16 +301,17 @@ def size_values(spec: FieldSpec, up_to: int = CHEAP_LIMIT) -> list[str]:
 
 def large_values(spec: FieldSpec) -> list[str]:
     """The field's size cells past :data:`CHEAP_LIMIT` (fields without a limit: to
-    1 MiB + 1), one value per pair of cells: for each k from 17, ``c`` characters of
-    ASCII ending in a 2-byte character, so ``c + 1`` bytes, for ``c`` from 2^k - 2 to
-    2^k + 1: the characters 2^k - 1, 2^k, 2^k + 1 and the bytes 2^k - 1, 2^k, 2^k + 1,
-    each byte cell with its multibyte character last (four values, not six). JSON text
-    is a JSON string of those sizes. Sent once per check (7.9 MB a field)."""
+    1 MiB + 1), each value reaching up to two cells: for each k from 17, ``c``
+    characters of ASCII between two 2-byte characters, so ``c + 2`` bytes, for ``c``
+    from 2^k - 3 to 2^k + 1: the characters 2^k - 1, 2^k, 2^k + 1 and the bytes 2^k - 1,
+    2^k, 2^k + 1, each byte cell with its multibyte character last (five values, not
+    six; the first character makes a cut read as a cut, not as non-ASCII dropped).
+    JSON text is a JSON string of those sizes. Sent once per check (9.8 MB a field)."""
     out = []
     for n in spec.sizes():
-        if n > CHEAP_LIMIT and n & (n - 1) == 0:  # 2^k: the four values of its triple
-            for c in range(n - 2, n + 2):
-                out.append(_json_string("c" * (c - 3) + "é") if spec.json_text else "c" * (c - 1) + "é")
+        if n > CHEAP_LIMIT and n & (n - 1) == 0:  # 2^k: the five values of its triple
+            for c in range(n - 3, n + 2):
+                out.append(_json_string("é" + "c" * (c - 4) + "é") if spec.json_text else "é" + "c" * (c - 2) + "é")
     return out
 
 
@@ -320,10 +321,10 @@ def large_bytes(spec: FieldSpec) -> list[bytes]:
 
 
 def huge_values() -> list[str]:
-    """The 16 MiB cells of transcripts' message text (``ci`` profile only), four
-    values of ASCII ending in a 2-byte character, as :func:`large_values` (64 MB)."""
+    """The 16 MiB cells of transcripts' message text (``ci`` profile only), five
+    values as :func:`large_values` makes them (84 MB)."""
     n = 2**HUGE_K
-    return ["c" * (c - 1) + "é" for c in range(n - 2, n + 2)]
+    return ["é" + "c" * (c - 2) + "é" for c in range(n - 3, n + 2)]
 
 
 def id_values(prefix: str, protocol: str = "transcripts") -> list[str]:
