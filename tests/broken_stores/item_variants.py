@@ -401,7 +401,7 @@ BROKEN = [
             "a per-field size cap (512 KiB) of a document or key-value store", "item_fields_round_trip_at_every_size",
             "truncated at", ArgumentsCutAt512K),
     _broken("items-pop-leaves-count-stale", "a stored item count that pop_item does not lower",
-            "a counter column or Redis counter key", "item_history_matches_model", "get_items(",
+            "a counter column or Redis counter key", "pop_item_takes_the_newest", "get_items(1)",
             PopLeavesTheCountStale),
 ]
 
