@@ -79,7 +79,7 @@ def test_the_classifier_counts_only_what_reaches_a_cell() -> None:
 
 def test_the_ladders_have_the_model_sizes() -> None:
     assert inputs.ladder(20) == [0, 1, 7, 8, 9, 15, 16, 17]
-    # Past 64 KiB + 1, five values a power of two reach its three character and three
+    # Past 64 KiB + 1, four values a power of two reach its three character and three
     # byte cells, each byte cell with its multibyte character last; JSON text stays JSON.
     for spec in (inputs.spec("item histories", "message content"), inputs.spec("entry logs", "custom data")):
         cov = Coverage()
