@@ -8,7 +8,7 @@ silently truncating at 64 KiB; attachments decoded as text; ``123`` coerced to `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hypothesis import note
@@ -175,9 +175,10 @@ def _huge(t: Target, check: Check, text: str) -> None:
             f"{len(text):,} characters", None)
 
 
-def _field_corpora() -> list[tuple[str, list[Message]]]:
+def _field_corpora() -> Iterator[tuple[str, list[Message]]]:
     """Each transcript field at each of its size cells (storetest._engine.inputs): the
-    cheap ones, then those past 64 KiB + 1 (one session a field)."""
+    cheap ones, then those past 64 KiB + 1 (one session a field), made one field at a
+    time so a check holds one field's large values at once."""
     specs = {spec.name: spec for spec in inputs.FIELDS if spec.protocol == "transcripts"}
 
     def sized(name: str) -> list[str]:
@@ -187,26 +188,24 @@ def _field_corpora() -> list[tuple[str, list[Message]]]:
         return inputs.large_values(specs[name])
 
     data = bytes(range(256)) * (inputs.CHEAP_LIMIT // 256 + 1)
-    return [
-        ("message text", [Message.text("user", v) for v in sized("message text")]),
-        ("tool name", [Message("assistant", (ToolCall(f"call_{i}", v, "{}"),))
-                       for i, v in enumerate(sized("tool name"))]),
-        ("call id", [Message("assistant", (ToolCall(v, "lookup", "{}"),)) for v in sized("call id")]
-         + [Message("tool", (ToolResult(v, "result"),)) for v in sized("call id")]),
-        ("arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
-                       for i, v in enumerate(sized("arguments"))]),
-        ("tool result", [Message("tool", (ToolResult(f"call_{i}", v),)) for i, v in enumerate(sized("tool result"))]),
-        ("media type", [Message("user", (Attachment(v, b"\x00\xff"),)) for v in sized("media type")]),
-        ("attachment data", [Message("user", (Attachment("application/octet-stream", data[: len(v.encode())]),))
-                             for v in sized("attachment data")]),
-        ("large message text", [Message.text("user", v) for v in large("message text")]),
-        ("large arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
-                             for i, v in enumerate(large("arguments"))]),
-        ("large tool result", [Message("tool", (ToolResult(f"call_{i}", v),))
-                               for i, v in enumerate(large("tool result"))]),
-        ("large attachment data", [Message("user", (Attachment("application/octet-stream", v),))
-                                   for v in inputs.large_bytes(specs["attachment data"])]),
-    ]
+    yield "message text", [Message.text("user", v) for v in sized("message text")]
+    yield "tool name", [Message("assistant", (ToolCall(f"call_{i}", v, "{}"),))
+                        for i, v in enumerate(sized("tool name"))]
+    yield "call id", ([Message("assistant", (ToolCall(v, "lookup", "{}"),)) for v in sized("call id")]
+                      + [Message("tool", (ToolResult(v, "result"),)) for v in sized("call id")])
+    yield "arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
+                        for i, v in enumerate(sized("arguments"))]
+    yield "tool result", [Message("tool", (ToolResult(f"call_{i}", v),)) for i, v in enumerate(sized("tool result"))]
+    yield "media type", [Message("user", (Attachment(v, b"\x00\xff"),)) for v in sized("media type")]
+    yield "attachment data", [Message("user", (Attachment("application/octet-stream", data[: len(v.encode())]),))
+                              for v in sized("attachment data")]
+    yield "large message text", [Message.text("user", v) for v in large("message text")]
+    yield "large arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
+                              for i, v in enumerate(large("arguments"))]
+    yield "large tool result", [Message("tool", (ToolResult(f"call_{i}", v),))
+                                for i, v in enumerate(large("tool result"))]
+    yield "large attachment data", [Message("user", (Attachment("application/octet-stream", v),))
+                                    for v in inputs.large_bytes(specs["attachment data"])]
 
 
 @clause()
