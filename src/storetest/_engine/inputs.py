@@ -271,10 +271,14 @@ def chars_value(n: int, byte_limit: int | None = None) -> str:
 
 
 def bytes_value(n: int) -> str:
-    """``n`` bytes of UTF-8, ASCII with a multibyte character last (4 bytes when it
-    fits), so a cut one byte short of ``n`` splits it."""
+    """``n`` bytes of UTF-8, ASCII between a 2-byte character first and a multibyte
+    character last (4 bytes when it fits), so a cut one byte short of ``n`` splits the
+    last, and a cut anywhere reads as a cut (the first character stays), not as
+    non-ASCII characters dropped."""
     for last in ("🙂", "中", "é"):
         width = len(last.encode())
+        if n >= width + 2:
+            return "é" + "b" * (n - width - 2) + last
         if n >= width:
             return "b" * (n - width) + last
     return "b" * n
