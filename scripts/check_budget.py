@@ -232,6 +232,8 @@ def render(facts: dict[str, str], runs: dict[str, list[Run]], kills: dict[str, d
                      f"| {peak['after'] / peak['before']:.2f} |")
         lines += ["", "Median of the second runs: " + ", ".join(
             f"{side} {wall[side]:.2f} s, {peak[side]:.0f} MiB" for side in SIDES) + "."]
+    if not seeds:
+        return "\n".join([*lines, "", "No kill table (--seeds 0)."]) + "\n"
     lines += ["", f"## Kill table (every broken store against its intended clause, seeds "
               f"{SEED_BASE}..{SEED_BASE + seeds - 1})", ""]
     rows = {side: {r["name"]: r for r in (data or {}).get("rows", [])} for side, data in kills.items()}
@@ -261,7 +263,7 @@ def _failed(runs: dict[str, list[Run]], kills: dict[str, dict[str, Any] | None])
     """Why the budget run fails: a check that exited non-zero, a store the after side missed."""
     why = [f"{side} run {n} exited {run.exit}" for side in SIDES for n, run in enumerate(runs[side], 1)
            if run.exit != 0]
-    after = kills["after"]
+    after = kills.get("after", {"rows": []})
     if after is None:
         why.append("the after side's kill table gave no result")
     else:
@@ -281,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", default=BEFORE, metavar="REF", help=f"the ref before (default {BEFORE})")
     parser.add_argument("--after", default="HEAD", metavar="REF", help="the ref after (default HEAD)")
-    parser.add_argument("--seeds", type=int, default=20, help="kill-table seeds per store (default 20)")
+    parser.add_argument("--seeds", type=int, default=20,
+                        help="kill-table seeds per store (default 20; 0: timings only)")
     parser.add_argument("--output", type=Path, metavar="FILE", help="also write the report to FILE")
     parser.add_argument("--runs", type=int, default=2, metavar="N",
                         help="checks per side (default 2): the first run, then N-1 second runs, whose "
@@ -307,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = time_checks(trees, scratch, args.runs)
             facts["load average after the timings"] = _load()
             kills: dict[str, dict[str, Any] | None] = {}
-            for side, tree in trees.items():
+            for side, tree in trees.items() if args.seeds else ():  # --seeds 0: timings only
                 _progress(f"kill table: {side}, {args.seeds} seeds from {SEED_BASE}")
                 kills[side] = kill_table(tree, args.seeds, scratch / f"{side}-kills.json",
                                          scratch / f"{side}-kill-cache")

@@ -720,15 +720,14 @@ def render_inputs() -> list[str]:
         sizes = spec.sizes()
         other = [d for d, on in (("character families", spec.families), ("id relations", spec.ids),
                                   ("JSON edges", spec.json)) if on]
-        limit = f"{spec.limit:,} bytes" if spec.limit else \
-            "none (ladder to 64 KiB + 1, then 2^k + 1 bytes to 1 MiB)" if spec.expensive \
-            else "none (ladder to 64 KiB + 1; one larger value in `large_values_round_trip`)"
-        top = spec.expensive_cells()[-2].name.split()[0] if spec.expensive else f"{sizes[-1]:,}"
-        out.append(f"| {spec.protocol} | {spec.name} | {limit} | {sizes[0]:,} .. {top} "
-                   f"({len(sizes) + len(spec.expensive_cells()) // 2} sizes{'' if spec.chars else ', bytes only'}) | "
+        limit = f"{spec.limit:,} bytes" if spec.limit else "none (ladder to 1 MiB + 1" + (
+            "; 16 MiB cells in the `ci` profile)" if spec.huge else ")")
+        out.append(f"| {spec.protocol} | {spec.name} | {limit} | {sizes[0]:,} .. {sizes[-1]:,} "
+                   f"({len(sizes)} sizes{'' if spec.chars else ', bytes only'}) | "
                    f"{', '.join(other) or '-'} |")
     out += ["", "Sizes: " + markdown(inputs.ladder.__doc__), "", "In bytes: " + markdown(inputs.bytes_value.__doc__),
             "In characters: " + markdown(inputs.chars_value.__doc__), "",
+            "Past 64 KiB + 1: " + markdown(inputs.large_values.__doc__), "",
             "### Character families", "", "| family | pieces |", "|---|---|"]
     out += [f"| {family} | {', '.join(_shown(p) for p in pieces)} |"
             for family, pieces in inputs.CHARACTER_FAMILIES.items()]
@@ -742,8 +741,9 @@ def render_inputs() -> list[str]:
     out += [f"| {production} | {', '.join(_shown(t if len(t) <= 60 else t[:28] + '...' + t[-28:]) for t in texts)} |"
             for production, texts in inputs.JSON_EDGES.items()]
     volumes = [c for c in inputs.cells() if c.dimension == "volume"]
-    out += ["", "### Volumes", "", *(f"- {c.field}: {c.name}" for c in volumes), "",
-            f"In all, {len(inputs.cells()):,} cells.", "", "Not yet in the model: " + "; ".join(inputs.NOT_YET) + ".",
+    out += ["", "### Volumes", "", *(f"- {c.protocol}, {c.field}: {c.name}" for c in volumes), "",
+            f"In all, {len(inputs.cells()):,} cells ({len(inputs.cells('fast')):,} in the default profile; "
+            "the 16 MiB ones in `ci` only).", "", "Not yet in the model: " + "; ".join(inputs.NOT_YET) + ".",
             ""]
     return out
 

@@ -248,8 +248,28 @@ async def compaction_removes_nothing(cls: type[MemoryLogStore]) -> str | None:
     return None if model_view(got, "e1") == log[:2] else "branching before it lost entries"
 
 
+async def escaped_entry_ids_kept(cls: type[MemoryLogStore]) -> str | None:
+    store = cls()
+    try:
+        await store.append("s", [msg("%41", None), msg("A", None)])
+    except ValueError as exc:
+        return f"entries '%41' and 'A' refused as one id: {exc}"
+    got = [e.id for e in await store.entries("s")]
+    return None if got == ["%41", "A"] else f"entry ids came back as {got}"
+
+
+async def long_logs_read_whole(cls: type[MemoryLogStore]) -> str | None:
+    store = cls()
+    log = [Entry.message(f"e{i}", None, T0, Message.text("user", "x" * 2**18)) for i in range(8)]
+    await store.append("s", log)
+    got = await store.entries("s")
+    return None if got == log else f"{len(got)} of 8 entries of 256 KiB came back"
+
+
 def _check(variant: type[MemoryLogStore]) -> Check:
     return {
+        v.PercentDecodedIdsLogStore: escaped_entry_ids_kept,
+        v.FirstPageOnlyLogStore: long_logs_read_whole,
         v.SecondsLogStore: times_kept_exactly,
         v.MillisecondsLogStore: times_kept_exactly,
         v.NaiveLocalTimeLogStore: times_kept_exactly,

@@ -182,11 +182,38 @@ class ColonJoinedKeys(MemorySessionService):
             _BACKENDS[str(tmp_path)] = (loop, (self.lock, joined, self.scopes))
 
 
+class DottedStateKeys(MemorySessionService):
+    """A session's own state kept as a document updated by dotted paths (``$set:
+    {"state.a.b": v}``): the key ``a.b`` lands as ``b`` inside ``a``, so ``a`` and ``a.b``
+    overwrite each other, and ``a.b`` never reads back as a key.
+
+    In the wild: a MongoDB-backed ADK service writing state deltas as ``$set`` paths
+    without escaping the dots; a flattened settings store that nests on ``.``.
+    """
+
+    def _apply(self, s: Any, delta: dict[str, Any]) -> None:
+        plain = {k: v for k, v in delta.items() if "." not in k or k.partition(":")[0] in ("app", "user", "temp")}
+        super()._apply(s, plain)
+        for key, value in delta.items():
+            if key in plain:
+                continue
+            *path, last = key.split(".")
+            target = s.state
+            for part in path:
+                if not isinstance(target.get(part), dict):
+                    target[part] = {}
+                target = target[part]
+            target[last] = copy.deepcopy(value)
+
+
 def _broken(name: str, bug: str, wild: str, clause: str, diagnosis: str, cls: type, racy: bool = False) -> BrokenStore:
     return BrokenStore(name, bug, wild, clause, diagnosis, adk_sessions(cls), racy=racy)
 
 
 BROKEN = [
+    _broken("adk-dotted-state-keys", "state keys written as dotted paths (a.b nested under a)",
+            "a MongoDB-backed ADK service writing deltas as $set paths", "adk_related_ids_stay_apart",
+            "state keys in the initial state merged or changed", DottedStateKeys),
     _broken("adk-colon-joined-keys", "sessions keyed by the unescaped string app:user:session",
             "a third-party ADK service on a key-value store", "adk_sessions_are_isolated",
             "without escaping the separator",

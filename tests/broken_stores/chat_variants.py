@@ -88,6 +88,36 @@ class SharedList(MemoryChatHistory):
             self.histories.setdefault(self.session_id, []).extend(messages)
 
 
+class SortKeyPrefix(MemoryChatHistory):
+    """One row per message, partition key ``HISTORY`` and sort key ``SESSION#<id>#<n>``,
+    read back with ``begins_with(SESSION#<id>#)``: session ``x`` also reads the messages
+    of ``x#y`` (the separator inside an id is not escaped). Cleared the same way.
+
+    In the wild: DynamoDB single-table designs (``begins_with`` on a ``#``-joined sort
+    key); any key-value prefix scan whose separator the ids may hold.
+    """
+
+    def _prefix(self) -> str:
+        return f"SESSION#{self.session_id}#"
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        with self.lock:
+            rows = sorted(((k, n), m) for k, ms in self.histories.items() if (k + "#").startswith(self._prefix())
+                          for n, m in enumerate(ms))
+            return messages_from_dict([json.loads(m) for _, m in rows])
+
+    def clear(self) -> None:
+        with self.lock:
+            for key in [k for k in self.histories if (k + "#").startswith(self._prefix())]:
+                self.histories.pop(key)
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        rows = [json.dumps(message_to_dict(m)) for m in messages]
+        with self.lock:
+            self.histories.setdefault(f"SESSION#{self.session_id}", []).extend(rows)
+
+
 def _opener(cls: type[MemoryChatHistory]) -> Callable[..., Any]:
     def outer(tmp_path: Path) -> Callable[[str], MemoryChatHistory]:
         return lambda session_id: cls(tmp_path, session_id)
@@ -114,6 +144,9 @@ BROKEN = [
     _broken("chat-tool-arguments-reserialized", "raw tool-call arguments parsed and dumped again",
             "a jsonb column; a converter normalizing tool calls", "items_round_trip_exactly",
             "raw JSON re-encoded", ToolArgumentsReserialized),
+    _broken("chat-sort-key-prefix-under-hash", "messages read by a sort-key prefix SESSION#<id>#",
+            "DynamoDB single-table designs (begins_with on a #-joined key)", "item_related_ids_stay_apart",
+            "sessions share items", SortKeyPrefix),
     _broken("chat-shared-list", "messages returns the history's own list of the caller's messages",
             "LangChain InMemoryChatMessageHistory", "items_are_not_aliased",
             "beyond the protocol's promise: the caller changing", SharedList),

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, timedelta, timezone
 from decimal import Decimal
+from urllib.parse import unquote
 
 from reference_stores.memory_log import MemoryLogBackend, MemoryLogStore
 from storetest.contract import check_session_id
@@ -508,6 +509,37 @@ def _replica(primary: MemoryLogStore) -> MemoryLogStore:
     return primary.replica()
 
 
+class PercentDecodedIdsLogStore(MemoryLogStore):
+    """Entry ids percent-decoded on their way in (the id is a URL path segment of the
+    store's HTTP API, and the server decodes it): ``%41`` is entry ``A``, so a batch
+    holding both is refused as a reused id, and ``%41`` comes back as ``A``.
+
+    In the wild: entry ids in REST paths (``PUT /sessions/s/entries/{id}``) decoded by
+    the framework's router; ids put in URL query strings.
+    """
+
+    async def append(self, session: str, entries: Sequence[Entry]) -> None:
+        await super().append(session, [replace(e, id=unquote(e.id)) for e in entries])
+
+
+class FirstPageOnlyLogStore(MemoryLogStore):
+    """``entries()`` returns the first page of a paginated read only: pages end past
+    1 MiB of entry text (a DynamoDB ``Query`` returns at most 1 MB, and the next page's
+    ``LastEvaluatedKey`` is never followed), so a long log comes back cut.
+
+    In the wild: a DynamoDB or Cosmos DB query that ignores the continuation token.
+    """
+
+    async def entries(self, session: str) -> list[Entry]:
+        out, size = [], 0
+        for entry in await super().entries(session):
+            if size > 2**20:
+                break
+            out.append(entry)
+            size += len(repr(entry.payload).encode())
+        return out
+
+
 def _broken(
     name: str, cls: type[MemoryLogStore], bug: str, wild: str, clause: str, diagnosis: str,
     *, replica: bool = False, racy: bool = False,
@@ -526,6 +558,11 @@ _REFUSED = "log_bad_batches_are_refused_whole"
 _FORK = "log_fork_copies_the_active_path"
 
 BROKEN: list[BrokenStore] = [
+    _broken("log-entry-ids-percent-decoded", PercentDecodedIdsLogStore, "entry ids percent-decoded on their way in",
+            "entry ids in REST paths decoded by the router", "log_related_ids_stay_apart",
+            "two of them are one id to the store"),
+    _broken("log-reads-first-page-only", FirstPageOnlyLogStore, "entries() returns the first 1 MiB page only",
+            "a DynamoDB query ignoring LastEvaluatedKey", "log_fields_round_trip_at_every_size", "lost"),
     _broken("log-times-seconds", SecondsLogStore, "creation times truncated to seconds",
             "MySQL DATETIME without (6); integer Unix timestamps", _ROUND_TRIP, "truncated to seconds"),
     _broken("log-times-milliseconds", MillisecondsLogStore, "creation times truncated to milliseconds",

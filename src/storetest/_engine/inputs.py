@@ -4,17 +4,24 @@ cells a value (or a set of ids) reached.
 
 A cell is one point of one dimension of one field:
 
-- *size*: 0, 1 and 2^k - 1, 2^k, 2^k + 1 for k from 3 up to the field's limit (64 KiB
+- *size*: 0, 1 and 2^k - 1, 2^k, 2^k + 1 for k from 3 up to the field's limit (1 MiB
   + 1 for a field without one), counted in characters and, separately, in UTF-8 bytes
-  with a multibyte character last (so a cut one byte short splits it); past that, for
-  message text, one value per power of two to 1 MiB, run once per check;
+  with a multibyte character last (so a cut one byte short splits it); the sizes past
+  64 KiB + 1 are fixed values sent once per check (four per power of two, each up to
+  one character and one byte cell: see :func:`large_values`), and transcripts' message text
+  has the 16 MiB cells in the ``ci`` profile only;
 - *characters*: a family of characters some layer changes (controls, noncharacters,
   bidi marks, case pairs that fold differently, escapes some layer decodes, ...);
 - *id relation*: two ids one key scheme confuses (``x`` and ``x<c>y`` for every ASCII
   punctuation ``c``, escapes and normalizations of each other, leading and trailing
   whitespace of each kind, a separator inside a component of a composite key);
 - *JSON*: each RFC 8259 production at its edges, as tool-call arguments;
-- *volume*: many steers behind one take, long transcripts.
+- *volume*: many steers behind one take, long transcripts, item histories and entry
+  logs, batches of one and of thousands.
+
+Each protocol has its fields: transcripts and steers, entry logs (durable sessions),
+item histories (the OpenAI Agents SDK's items), chat histories (LangChain messages) and
+ADK session services (ids, state keys and values, event text).
 
 The clauses draw their fixed cases from here, so the model is the spec and the
 generators follow it; ``scripts/coverage_table.py`` reports which cells a run reached
@@ -36,6 +43,7 @@ __all__ = [
     "CHEAP_LIMIT",
     "ESCAPE_PAIRS",
     "FIELDS",
+    "HUGE_PROFILES",
     "JSON_EDGES",
     "NOT_YET",
     "PUNCTUATION",
@@ -48,21 +56,28 @@ __all__ = [
     "cells",
     "chars_value",
     "composite_places",
-    "expensive_sizes",
     "family_values",
+    "huge_values",
     "id_values",
     "ladder",
+    "large_bytes",
+    "large_values",
     "related_ids",
     "size_values",
+    "spec",
 ]
 
 #: Fields without a contract limit run their size ladder to 1 MiB.
 UNBOUNDED: Final = 2**20
-#: Sizes up to this run in the clauses' cheap fixed cases, every field; above it only
-#: message text, one value per power of two, once per check in
-#: ``large_values_round_trip`` (the expensive cells: four values of 1.9 MB in all, where
-#: the full triples to 1 MiB would be sixteen of 6.8 MB).
+#: Sizes up to this run in the clauses' cheap fixed cases, every field; above it, for a
+#: field without a limit, the ladder goes on to 1 MiB + 1 with :func:`large_values`:
+#: four values per power of two (7.9 MB a field), sent once per check.
 CHEAP_LIMIT: Final = 2**16 + 1
+#: The profiles that also send the 16 MiB cells (transcripts' message text).
+HUGE_PROFILES: Final = ("ci", "thorough")
+#: The powers of two of the huge cells (2^24 - 1, 2^24, 2^24 + 1: MySQL's MEDIUMTEXT,
+#: MongoDB's document limit, MariaDB's default max_allowed_packet).
+HUGE_K: Final = 24
 
 PUNCTUATION: Final = string.punctuation
 
@@ -76,7 +91,8 @@ WHITESPACE: Final[tuple[str, ...]] = (
 #: Character families, each a tuple of pieces: a field reaches the family when every
 #: piece has been in one of its values.
 CHARACTER_FAMILIES: Final[dict[str, tuple[str, ...]]] = {
-    "C0 controls": ("".join(chr(c) for c in range(0x20)),),
+    # NUL apart: the item and ADK clauses send it in their NUL clauses only.
+    "C0 controls": ("\x00", "".join(chr(c) for c in range(1, 0x20))),
     "C1 controls": ("".join(chr(c) for c in range(0x80, 0xA0)),),
     "DEL": ("\x7f",),
     "noncharacters": ("\ufdd0\ufdef\ufffe\uffff", "\U0001fffe\U0010fffe\U0010ffff"),
@@ -133,36 +149,42 @@ class FieldSpec:
     limit: int | None = None
     chars: bool = True  #: text (sizes in characters and bytes); ``False`` for bytes
     families: bool = True
-    ids: bool = False  #: a session id: the id relations apply
+    ids: bool = False  #: an id: the id relations apply
     json: bool = False  #: raw JSON text: the JSON edges apply
-    #: how many size cells run past CHEAP_LIMIT (message text only, see CHEAP_LIMIT)
-    expensive: bool = False
+    #: values must be JSON text (an entry's custom data): sized values are JSON strings
+    json_text: bool = False
+    #: ids that carry each run's unique prefix: the ladder starts at 31 bytes
+    prefixed: bool = False
+    #: the 16 MiB cells, in the ``ci`` profile only (transcripts' message text)
+    huge: bool = False
+    #: the smallest size the contract allows (1: an entry id, a custom kind, JSON text)
+    min_size: int = 0
 
     @property
     def size_limit(self) -> int:
-        return UNBOUNDED if self.limit is None else self.limit
+        return UNBOUNDED + 1 if self.limit is None else self.limit
 
     def sizes(self) -> list[int]:
         """The size ladder's cells (bytes; characters too, past 1), to the field's
-        limit or to :data:`CHEAP_LIMIT` for a field without one. A session id starts at
-        31 bytes, since each run's ids start with a unique prefix."""
-        top = self.limit or CHEAP_LIMIT
-        if self.ids:
-            return [n for n in ladder(top, start=5) if n > 1]
-        return ladder(top)
+        limit or to 1 MiB + 1 for a field without one. An id with the run's prefix
+        starts at 31 bytes, since each run's ids start with a unique prefix; JSON text
+        and entry ids and kinds at 1 byte (none of them may be empty)."""
+        if self.prefixed:
+            return [n for n in ladder(self.size_limit, start=5) if n > 1]
+        return [n for n in ladder(self.size_limit) if n >= self.min_size]
 
     def expensive_cells(self) -> list[Cell]:
-        """Past :data:`CHEAP_LIMIT`, for message text only: ``2^k + 1`` bytes and ``2^k``
-        characters for k from 17 to 20 (one value each, see :func:`expensive_sizes`)."""
-        if not self.expensive:
+        """The 16 MiB cells (``ci`` profile only): 2^24 - 1, 2^24 and 2^24 + 1, in
+        characters and in bytes (see :func:`huge_values`)."""
+        if not self.huge:
             return []
-        return [cell for k in range(17, 21) for cell in (
-            Cell(self.protocol, self.name, "size in bytes", f"{2**k + 1:,} bytes"),
-            Cell(self.protocol, self.name, "size in characters", f"{2**k:,} characters"))]
+        return [cell for n in (2**HUGE_K - 1, 2**HUGE_K, 2**HUGE_K + 1) for cell in (
+            Cell(self.protocol, self.name, "size in bytes", f"{n:,} bytes", profile="ci"),
+            Cell(self.protocol, self.name, "size in characters", f"{n:,} characters", profile="ci"))]
 
 
 FIELDS: Final[tuple[FieldSpec, ...]] = (
-    FieldSpec("transcripts", "message text", expensive=True),
+    FieldSpec("transcripts", "message text", huge=True),
     FieldSpec("transcripts", "tool name", MAX_NAME_BYTES),
     FieldSpec("transcripts", "call id", MAX_ID_BYTES),
     FieldSpec("transcripts", "arguments", json=True),
@@ -170,20 +192,41 @@ FIELDS: Final[tuple[FieldSpec, ...]] = (
     FieldSpec("transcripts", "media type", MAX_NAME_BYTES),
     FieldSpec("transcripts", "attachment data", chars=False, families=False),
     FieldSpec("transcripts", "steer text"),
-    FieldSpec("transcripts", "session id", MAX_SESSION_ID_BYTES, ids=True),
+    FieldSpec("transcripts", "session id", MAX_SESSION_ID_BYTES, ids=True, prefixed=True),
+    FieldSpec("entry logs", "session id", MAX_SESSION_ID_BYTES, ids=True, prefixed=True),
+    FieldSpec("entry logs", "entry id", MAX_ID_BYTES, ids=True, min_size=1),
+    FieldSpec("entry logs", "message text"),
+    FieldSpec("entry logs", "custom kind", MAX_NAME_BYTES, min_size=1),
+    FieldSpec("entry logs", "custom data", families=False, json=True, json_text=True, min_size=1),
+    # No id limit in the item protocol: the ladder stops at the transcripts' 512 bytes,
+    # and an id refused cleanly is a limit the report lists.
+    FieldSpec("item histories", "session id", MAX_SESSION_ID_BYTES, ids=True, prefixed=True),
+    FieldSpec("item histories", "message content"),
+    FieldSpec("item histories", "arguments", json=True),
+    FieldSpec("chat histories", "session id", MAX_SESSION_ID_BYTES, ids=True, prefixed=True),
+    FieldSpec("chat histories", "message content"),
+    FieldSpec("chat histories", "tool call arguments", json=True),
+    FieldSpec("adk", "session id", MAX_SESSION_ID_BYTES, ids=True, prefixed=True),
+    FieldSpec("adk", "event text"),
+    FieldSpec("adk", "state key", ids=True),
+    FieldSpec("adk", "state value"),
 )
 
 #: Protocols and fields the model does not cover yet (their clauses keep their own
 #: fixed cases and strategies, unmeasured by the coverage report).
 NOT_YET: Final[tuple[str, ...]] = (
-    "entry logs (entry ids, kinds, custom data)",
-    "item histories (item and message fields, batches of 1 to N)",
-    "chat histories",
-    "ADK state keys and event fields (ADK ids only as composite-key relations)",
+    "item fields other than message content and arguments (call ids, names, reasoning items)",
+    "LangChain message fields other than content and raw tool-call arguments (ids, names, metadata)",
+    "ADK app and user ids past the composite-key relations, function-call names and arguments",
+    "entry creation times (the log clauses' own fixed cases)",
     "LangGraph checkpoints (channel values take the character families and the size ladder from here, "
     "unmeasured; thread ids and namespaces their own separator cases)",
-    "the 16 MiB size cells of the ci profile",
 )
+
+
+def spec(protocol: str, name: str) -> FieldSpec:
+    """The field ``name`` of ``protocol``."""
+    return next(s for s in FIELDS if s.protocol == protocol and s.name == name)
 
 #: Bytes the 1,001 queued steers of ``steers_are_taken_in_order_exactly_once`` total.
 STEER_QUEUE_BYTES: Final = 2**20
@@ -197,6 +240,8 @@ class Cell:
     name: str
     #: reached by fixed cases on every seed (all cells of this model are)
     deterministic: bool = True
+    #: the lightest profile that must reach it ("ci": the 16 MiB cells)
+    profile: str = "fast"
 
     def __str__(self) -> str:
         return f"{self.protocol} / {self.field} / {self.dimension} / {self.name}"
@@ -228,49 +273,94 @@ def chars_value(n: int, byte_limit: int | None = None) -> str:
 
 
 def bytes_value(n: int) -> str:
-    """``n`` bytes of UTF-8, ASCII with a multibyte character last (4 bytes when it
-    fits), so a cut one byte short of ``n`` splits it."""
+    """``n`` bytes of UTF-8, ASCII between a 2-byte character first and a multibyte
+    character last (4 bytes when it fits), so a cut one byte short of ``n`` splits the
+    last, and a cut anywhere reads as a cut (the first character stays), not as
+    non-ASCII characters dropped."""
     for last in ("🙂", "中", "é"):
         width = len(last.encode())
+        if n >= width + 2:
+            return "é" + "b" * (n - width - 2) + last
         if n >= width:
             return "b" * (n - width) + last
     return "b" * n
 
 
+def _json_string(value: str) -> str:
+    return f'"{value}"'
+
+
 def size_values(spec: FieldSpec, up_to: int = CHEAP_LIMIT) -> list[str]:
     """The field's cheap size cells as values: every ladder size in characters and in
-    bytes, up to ``up_to``."""
+    bytes, up to ``up_to``. JSON text (``json_text``) is a JSON string of that size, its
+    multibyte character just before the closing quote."""
     sizes = [n for n in spec.sizes() if n <= up_to]
+    if spec.json_text:
+        out = [_json_string(bytes_value(n - 2)) if n >= 2 else "1" for n in sizes]
+        return out + [_json_string(chars_value(n - 2, None if spec.limit is None else spec.limit - 2))
+                      for n in sizes if n > 2]
     out = [bytes_value(n) for n in sizes]
     if spec.chars:
         out += [chars_value(n, spec.limit) for n in sizes if n > 1]
     return out
 
 
-def expensive_sizes() -> list[str]:
-    """Message text past :data:`CHEAP_LIMIT`: for each k from 17 to 20, ``2^k + 1``
-    bytes of ASCII ending in a 2-byte character, which is ``2^k`` characters: one value
-    per power of two crosses every cut at or below ``2^k`` in either unit, at the cost
-    of one value (the ladder's full triples stop at 64 KiB + 1, see :func:`FieldSpec.sizes`)."""
-    return ["c" * (2**k - 1) + "é" for k in range(17, 21)]
+def _sized(chars: int, lead: bool, json_text: bool) -> str:
+    """``chars`` characters of ASCII ending in a 2-byte character (and beginning with
+    one with ``lead``), so ``chars + 1`` (``+ 2``) bytes; a JSON string with ``json_text``."""
+    inner = chars - 2 if json_text else chars
+    text = ("é" if lead else "") + "c" * (inner - 1 - lead) + "é"
+    return _json_string(text) if json_text else text
 
 
-def id_values(prefix: str) -> list[str]:
+def _triple(n: int, json_text: bool = False) -> list[str]:
+    """Four values reaching the characters n - 1, n, n + 1 and the bytes n - 1, n, n + 1
+    (n = 2^k), in this order: n - 3 characters in n - 1 bytes and n + 1 characters (both
+    beginning with a 2-byte character), then n - 1 characters in n bytes and n
+    characters in n + 1 bytes. Whatever byte width W in n - 2 .. n + 2 a store cuts at,
+    the first value it damages begins with a 2-byte character, so the cut reads as a
+    cut, not as "non-ASCII dropped"."""
+    return [_sized(n - 3, True, json_text), _sized(n + 1, True, json_text),
+            _sized(n - 1, False, json_text), _sized(n, False, json_text)]
+
+
+def large_values(spec: FieldSpec) -> list[str]:
+    """The field's size cells past :data:`CHEAP_LIMIT` (fields without a limit: to
+    1 MiB + 1), four values per power of two, each reaching up to one character and
+    one byte cell, each byte cell with its multibyte character last (see
+    :func:`_triple`). JSON text is a JSON string of those sizes. Sent once per check
+    (7.9 MB a field)."""
+    return [v for n in spec.sizes() if n > CHEAP_LIMIT and n & (n - 1) == 0 for v in _triple(n, spec.json_text)]
+
+
+def large_bytes(spec: FieldSpec) -> list[bytes]:
+    """A bytes field's (attachment data) size cells past :data:`CHEAP_LIMIT`."""
+    return [bytes(range(256)) * (n // 256) + bytes(n % 256) for n in spec.sizes() if n > CHEAP_LIMIT]
+
+
+def huge_values() -> list[str]:
+    """The 16 MiB cells of transcripts' message text (``ci`` profile only), four
+    values as :func:`large_values` makes them (67 MB)."""
+    return _triple(2**HUGE_K)
+
+
+def id_values(prefix: str, protocol: str = "transcripts") -> list[str]:
     """Session ids at the id's size cells: ``prefix`` filled to each size in bytes
     (a multibyte character last) and in characters (within the byte limit)."""
-    spec = next(s for s in FIELDS if s.ids)
+    found = spec(protocol, "session id")
     used = len(prefix.encode())
     out = []
-    for n in spec.sizes():
+    for n in found.sizes():
         if n - used >= 4:
             out.append(prefix + bytes_value(n - used))
-            out.append(prefix + chars_value(n - len(prefix), spec.size_limit - used))
+            out.append(prefix + chars_value(n - len(prefix), found.size_limit - used))
     return out
 
 
-def family_values() -> list[str]:
-    """Every piece of every character family, each a value on its own."""
-    return [piece for pieces in CHARACTER_FAMILIES.values() for piece in pieces]
+def family_values(nul: bool = True) -> list[str]:
+    """Every piece of every character family, each a value on its own; without
+    ``nul``, not NUL (a protocol whose clauses send NUL in a clause of its own)."""
+    return [piece for pieces in CHARACTER_FAMILIES.values() for piece in pieces if nul or "\x00" not in piece]
 
 
 def related_ids(prefix: str) -> list[str]:
@@ -301,8 +391,22 @@ def composite_places(app: str, user: str, session: str) -> list[tuple[str, str, 
 # --- the cells, and what reaches them ---------------------------------------------------
 
 
-def cells() -> list[Cell]:
-    """Every cell of the model, field by field."""
+#: The volume cells, by protocol: (field, name).
+VOLUMES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    "transcripts": (("steers", "1,001 steers behind one take"), ("steers", "1 MiB of steers behind one take"),
+                    ("messages", "2,000 messages in one transcript"), ("messages", "2,001 messages in one transcript")),
+    "entry logs": (("entries", "a batch of 1 entry"), ("entries", "a batch of 2,000 entries"),
+                   ("entries", "2,001 entries in one log")),
+    "item histories": (("items", "a batch of 1 item"), ("items", "a batch of 2,000 items"),
+                       ("items", "2,000 items in one history")),
+    "chat histories": (("messages", "a batch of 1 message"), ("messages", "a batch of 2,000 messages"),
+                       ("messages", "2,000 messages in one history")),
+}
+
+
+def cells(profile: str | None = None) -> list[Cell]:
+    """Every cell of the model, field by field; with ``profile``, the cells that
+    profile must reach (the 16 MiB ones only in :data:`HUGE_PROFILES`)."""
     out: list[Cell] = []
     for spec in FIELDS:
         p, f = spec.protocol, spec.name
@@ -314,18 +418,19 @@ def cells() -> list[Cell]:
         if spec.families:
             out += [Cell(p, f, "characters", family) for family in CHARACTER_FAMILIES]
         if spec.json:
-            out += [Cell(p, f, "JSON", production) for production in JSON_EDGES]
+            out += [Cell(p, f, "JSON", production) for production, texts in JSON_EDGES.items()
+                    if not spec.json_text or all(texts)]  # JSON text is never empty
         if spec.ids:
             out += [Cell(p, f, "prefix under a separator", f"x and x{c}y") for c in PUNCTUATION]
             out += [Cell(p, f, "escape or normalization", kind) for kind in ESCAPE_PAIRS]
             out += [Cell(p, f, "whitespace", f"{where} U+{ord(w):04X}") for w in WHITESPACE
                     for where in ("leading", "trailing")]
-    out += [Cell("transcripts", "steers", "volume", "1,001 steers behind one take"),
-            Cell("transcripts", "steers", "volume", "1 MiB of steers behind one take"),
-            Cell("transcripts", "messages", "volume", "2,000 messages in one transcript"),
-            Cell("transcripts", "messages", "volume", "2,001 messages in one transcript")]
+    for protocol, volumes in VOLUMES.items():
+        out += [Cell(protocol, f, "volume", name) for f, name in volumes]
     out += [Cell("adk", "app/user/session", "separator inside a component", f"{c} inside {component}")
             for c in PUNCTUATION for component in ("app", "user", "session")]
+    if profile is not None and profile not in HUGE_PROFILES:
+        out = [c for c in out if c.profile != "ci"]
     return out
 
 
@@ -334,7 +439,8 @@ def _size_cells(spec: FieldSpec, value: str | bytes) -> Iterator[str]:
         yield f"{len(value):,} bytes"
         return
     raw = value.encode("utf-8", "surrogatepass")
-    if len(raw) < 2 or (len(value) < len(raw) and ord(value[-1]) > 0x7F):
+    last = value[-2] if spec.json_text and value.endswith('"') and len(value) > 2 else value[-1:]
+    if len(raw) < 2 or (len(value) < len(raw) and last > "\x7f"):
         yield f"{len(raw):,} bytes"
     if spec.chars:
         yield f"{len(value):,} characters"
@@ -345,7 +451,7 @@ class Coverage:
     """What one or more runs sent through an instrumented store, cell by cell."""
 
     counts: Counter[Cell] = field(default_factory=Counter)
-    _ids: dict[str, set[str]] = field(default_factory=dict)
+    _ids: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     _places: set[tuple[str, str, str]] = field(default_factory=set)
     _seen_pieces: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
@@ -370,7 +476,7 @@ class Coverage:
                 if value in edges:
                     self._hit(protocol, field_name, production)
         if spec.ids:
-            self._ids.setdefault(protocol, set()).add(value)
+            self._ids.setdefault((protocol, field_name), set()).add(value)
         if spec.families and len(value) <= CHEAP_LIMIT:
             seen = self._seen_pieces.setdefault((protocol, field_name), set())
             for family, pieces in CHARACTER_FAMILIES.items():
@@ -379,6 +485,21 @@ class Coverage:
                         seen.add(piece)
                 if all(piece in seen for piece in pieces) and any(piece in value for piece in pieces):
                     self._hit(protocol, field_name, family)
+
+    def volume(self, protocol: str, field_name: str, name: str) -> None:
+        """A volume cell (see :data:`VOLUMES`) was reached."""
+        self._hit(protocol, field_name, name)
+
+    def batch(self, protocol: str, unit: str, field_name: str, size: int, total: int) -> None:
+        """A batch of ``size`` went in, making ``total`` in the session (``unit``: the
+        plural, ``entries``; the field the volume cells are under)."""
+        one = {"entries": "entry"}.get(unit, unit.removesuffix("s"))
+        if size in (1, 2000):
+            self._hit(protocol, field_name, f"a batch of {size:,} {unit if size > 1 else one}")
+        for n in (2000, 2001):
+            if total >= n:
+                for where in ("history", "log"):
+                    self._hit(protocol, field_name, f"{n:,} {unit} in one {where}")
 
     def take(self, protocol: str, taken: list[str]) -> None:
         """One take returned ``taken``."""
@@ -396,13 +517,12 @@ class Coverage:
 
     def finish(self) -> Counter[Cell]:
         """Count the relations between the ids seen, then every cell's hits."""
-        for protocol, ids in self._ids.items():
-            self._relations(protocol, ids)
+        for (protocol, field_name), ids in self._ids.items():
+            self._relations(protocol, field_name, ids)
         self._composites()
         return self.counts
 
-    def _relations(self, protocol: str, ids: set[str]) -> None:
-        field_name = next(s.name for s in FIELDS if s.protocol == protocol and s.ids)
+    def _relations(self, protocol: str, field_name: str, ids: set[str]) -> None:
         whitespace = set(WHITESPACE)
         for b in ids:
             for i, c in enumerate(b):

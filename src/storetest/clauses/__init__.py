@@ -27,6 +27,8 @@
   capability, an Agent Framework ``SessionStore``): a delete alone and racing a save;
 - :mod:`~storetest.clauses.llama_index`: LlamaIndex chat stores (the ``llama_index``
   capability): delete by index, the keys listed, set_messages, an AsyncDBChatStore's queue;
+- :mod:`~storetest.clauses.input_model`: the input model's sizes, characters and id
+  relations for entry logs, item and chat histories and ADK services;
 - :mod:`~storetest.clauses.idle`: data kept over an idle time (opt-in);
 - :mod:`~storetest.clauses.crash`: a writing process killed, the data reopened (opt-in, ``reopen=``).
 
@@ -45,7 +47,7 @@ TOPICS = (
     "content", "transcripts", "steers", "replicas", "model",
     "logs", "log_races", "log_operations", "log_model",
     "items", "item_races", "item_model", "adk", "checkpoints", "checkpoint_races", "checkpoint_model", "deletes",
-    "llama_index", "idle", "crash",
+    "llama_index", "input_model", "idle", "crash",
 )
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")

@@ -159,7 +159,7 @@ def adk_events_round_trip_exactly(t: Target) -> None:
 @clause(needs=NEEDS)
 def adk_events_keep_nul_characters(t: Target) -> None:
     """A NUL character (``\\x00``, valid in JSON and in a Python string) comes back where it
-    was: in a text part, in a function call's argument, in a state value. Each case has
+    was: in a text part, in a function call's argument, in a state value and key. Each case has
     its own session, and the other clauses send no NUL, so a backend refusing NUL fails
     here only.
 
@@ -168,7 +168,8 @@ def adk_events_keep_nul_characters(t: Target) -> None:
     """
     cases = [("text", event("user", texts=("before\x00after",))),
              ("argument", event("agent", calls=(("c", "f", {"q": "a\x00b"}),))),
-             ("state value", event("agent", state_delta={"k": "v\x00w"}))]
+             ("state value", event("agent", state_delta={"k": "v\x00w"})),
+             ("state key", event("agent", state_delta={"k\x00l": "v"}))]
     with checking(adk_events_keep_nul_characters, t.run) as check:
         for what, ev in cases:
             p = _place(t, "adk-nul")

@@ -8,13 +8,13 @@ silently truncating at 64 KiB; attachments decoded as text; ``123`` coerced to `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hypothesis import note
 
 from storetest._engine import inputs, strategies
-from storetest._engine.diagnosis import describe_steers, describe_text, describe_transcript, is_reordered
+from storetest._engine.diagnosis import describe_text, describe_transcript, is_reordered
 from storetest._engine.failures import RAISED, Check, checking
 from storetest._engine.harness import Target
 from storetest.clauses._registry import clause
@@ -116,25 +116,21 @@ def tool_arguments_are_kept_verbatim(t: Target) -> None:
 
 @clause()
 def large_values_round_trip(t: Target) -> None:
-    """Message text past 64 KiB up to 1 MiB (2^k + 1 bytes, 2^k characters, k = 17..20),
-    a 1 MiB tool result, a 1 MiB attachment, a 256 KiB tool
-    argument and a 2,000-message transcript come back whole (and, for a store with
-    steers, a 1 MiB steer).
+    """A 256 KiB tool argument and a 2,000-message transcript come back whole (the
+    size ladder to 1 MiB + 1 of every field is ``every_field_round_trips_at_every_size``'s);
+    in the ``ci`` profile, message text at 16 MiB - 1, 16 MiB and 16 MiB + 1, in
+    characters and in bytes, too. A backend that cannot hold 16 MiB may refuse it: an
+    exception that stores nothing is a *limit* the report lists; a value cut or changed
+    is a failure.
 
-    The big values hold no NUL (the round-trip clauses ask NUL apart), so a backend
-    that refuses NUL is still asked for size. Catches ``TEXT``/``VARCHAR``/``BLOB``
-    limits (64 KiB in MySQL, silently truncated outside strict mode), packet limits,
-    and per-row sizes that only fail at scale.
+    Catches ``TEXT``/``VARCHAR``/``BLOB`` limits, packet limits, MySQL's ``MEDIUMTEXT``
+    (16 MiB - 1, silently truncated outside strict mode), and per-row sizes that only
+    fail at scale.
     """
-    mib = "é🙂 a\t\r\n" * (2**20 // 10 + 1)
     big_args = '{"blob": "' + "x " * (2**17) + '", "z": 1, "a": 2}'
-    big_bytes = bytes(range(256)) * (2**20 // 256)
     transcript_2000 = texts(2000, "long")
     cases = [
-        ("text-sizes", [Message.text("user", text) for text in inputs.expensive_sizes()]),
         ("args", [Message("assistant", (ToolCall("call_big", "upload", big_args),))]),
-        ("result", [Message("tool", (ToolResult("call_big", mib),))]),
-        ("attachment", [Message("user", (Attachment("application/octet-stream", big_bytes),))]),
         ("2000", transcript_2000),
         ("2001", [*transcript_2000, Message.text("user", "one more")]),
         ("1000", transcript_2000[:1000]),
@@ -152,47 +148,73 @@ def large_values_round_trip(t: Target) -> None:
                 check.add(session, describe_transcript(transcript, got) if isinstance(got, list)
                           else "messages() did not return a list", f"{len(transcript)} messages",
                           f"{len(got)} messages" if isinstance(got, list) else got)
-        if not t.has("steers"):
-            return
-        if check.call(session, "add_steer(1 MiB)", t.store.add_steer(session, mib)) is RAISED:
-            return
-        taken = check.call(session, "take_steers()", t.store.take_steers(session))
-        if taken is not RAISED and taken != [mib]:
-            diagnosis = (describe_text(mib, taken[0]) if isinstance(taken, list) and len(taken) == 1
-                         else describe_steers([mib], taken) if isinstance(taken, list) else "bad result")
-            check.add(session, f"a 1 MiB steer: {diagnosis}")
+        if t.profile.name in inputs.HUGE_PROFILES:
+            for text in inputs.huge_values():
+                _huge(t, check, text)
 
 
-def _field_corpora() -> list[tuple[str, list[Message]]]:
-    """Each transcript field at each of its cheap size cells (storetest._engine.inputs)."""
-    specs = {spec.name: spec for spec in inputs.FIELDS}
+def _huge(t: Target, check: Check, text: str) -> None:
+    """One 16 MiB message: refused cleanly (a limit), or back whole."""
+    session = t.new_session("huge")
+    sent = [Message.text("user", text)]
+    size = f"{len(text):,} characters, {len(text.encode()):,} bytes"
+    try:
+        t.run(t.store.save(session, sent))
+    except Exception as exc:
+        got = check.call(session, f"messages() after a refused save of {size}", t.store.messages(session))
+        if got is not RAISED and got != []:
+            check.add(session, f"a save of {size} raised {type(exc).__name__} and still stored something")
+        elif got is not RAISED:
+            t.limits.append(f"message text of {size} refused ({type(exc).__name__})")
+        return
+    got = check.call(session, "messages()", t.store.messages(session))
+    if got is not RAISED and got != sent:
+        check.add(session, f"message text of {size}: " + (
+            describe_text(text, got[0].content[0].text) if isinstance(got, list) and len(got) == 1
+            and got[0].content and isinstance(got[0].content[0], Text) else describe_transcript(sent, got)),
+            f"{len(text):,} characters", None)
+
+
+def _field_corpora() -> Iterator[tuple[str, list[Message]]]:
+    """Each transcript field at each of its size cells (storetest._engine.inputs): the
+    cheap ones, then those past 64 KiB + 1 (one session a field), made one field at a
+    time so a check holds one field's large values at once."""
+    specs = {spec.name: spec for spec in inputs.FIELDS if spec.protocol == "transcripts"}
 
     def sized(name: str) -> list[str]:
         return inputs.size_values(specs[name])
 
+    def large(name: str) -> list[str]:
+        return inputs.large_values(specs[name])
+
     data = bytes(range(256)) * (inputs.CHEAP_LIMIT // 256 + 1)
-    return [
-        ("message text", [Message.text("user", v) for v in sized("message text")]),
-        ("tool name", [Message("assistant", (ToolCall(f"call_{i}", v, "{}"),))
-                       for i, v in enumerate(sized("tool name"))]),
-        ("call id", [Message("assistant", (ToolCall(v, "lookup", "{}"),)) for v in sized("call id")]
-         + [Message("tool", (ToolResult(v, "result"),)) for v in sized("call id")]),
-        ("arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
-                       for i, v in enumerate(sized("arguments"))]),
-        ("tool result", [Message("tool", (ToolResult(f"call_{i}", v),)) for i, v in enumerate(sized("tool result"))]),
-        ("media type", [Message("user", (Attachment(v, b"\x00\xff"),)) for v in sized("media type")]),
-        ("attachment data", [Message("user", (Attachment("application/octet-stream", data[: len(v.encode())]),))
-                             for v in sized("attachment data")]),
-    ]
+    yield "message text", [Message.text("user", v) for v in sized("message text")]
+    yield "tool name", [Message("assistant", (ToolCall(f"call_{i}", v, "{}"),))
+                        for i, v in enumerate(sized("tool name"))]
+    yield "call id", ([Message("assistant", (ToolCall(v, "lookup", "{}"),)) for v in sized("call id")]
+                      + [Message("tool", (ToolResult(v, "result"),)) for v in sized("call id")])
+    yield "arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
+                        for i, v in enumerate(sized("arguments"))]
+    yield "tool result", [Message("tool", (ToolResult(f"call_{i}", v),)) for i, v in enumerate(sized("tool result"))]
+    yield "media type", [Message("user", (Attachment(v, b"\x00\xff"),)) for v in sized("media type")]
+    yield "attachment data", [Message("user", (Attachment("application/octet-stream", data[: len(v.encode())]),))
+                              for v in sized("attachment data")]
+    yield "large message text", [Message.text("user", v) for v in large("message text")]
+    yield "large arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
+                              for i, v in enumerate(large("arguments"))]
+    yield "large tool result", [Message("tool", (ToolResult(f"call_{i}", v),))
+                                for i, v in enumerate(large("tool result"))]
+    yield "large attachment data", [Message("user", (Attachment("application/octet-stream", v),))
+                                    for v in inputs.large_bytes(specs["attachment data"])]
 
 
 @clause()
 def every_field_round_trips_at_every_size(t: Target) -> None:
     """Every field comes back whole at every size of the input model's ladder: 0, 1 and
-    2^k - 1, 2^k, 2^k + 1 up to the field's limit (64 KiB + 1 here for fields without
-    one; ``large_values_round_trip`` goes on to 1 MiB), counted in characters and,
-    separately, in UTF-8 bytes with a multibyte character last; steers too, all queued
-    behind one take, and session ids at each size from 31 bytes to the 512-byte limit.
+    2^k - 1, 2^k, 2^k + 1 up to the field's limit (1 MiB + 1 for fields without one),
+    counted in characters and, separately, in UTF-8 bytes with a multibyte character
+    last; steers too, all queued behind one take (the large ones behind a second), and
+    session ids at each size from 31 bytes to the 512-byte limit.
 
     Catches a column that cuts at a width between the short values and 1 MiB: Oracle's
     ``VARCHAR2(4000 BYTE)`` chosen for text of up to 4,000 characters, MySQL's
@@ -210,12 +232,13 @@ def every_field_round_trips_at_every_size(t: Target) -> None:
                 check.transcript(session, sent, check.call(session, "messages()", t.store.messages(session)))
         if not t.has("steers"):
             return
-        session = t.new_session("sizes-steers")
-        queue = inputs.size_values(next(s for s in inputs.FIELDS if s.name == "steer text"))
-        added = [text for text in queue
-                 if check.call(session, f"add_steer({len(text.encode())} bytes)", t.store.add_steer(session, text))
-                 is not RAISED]
-        check.steers(session, added, check.call(session, "take_steers()", t.store.take_steers(session)))
+        steer = inputs.spec("transcripts", "steer text")
+        for queue in (inputs.size_values(steer), inputs.large_values(steer)):
+            session = t.new_session("sizes-steers")
+            added = [text for text in queue
+                     if check.call(session, f"add_steer({len(text.encode())} bytes)",
+                                   t.store.add_steer(session, text)) is not RAISED]
+            check.steers(session, added, check.call(session, "take_steers()", t.store.take_steers(session)))
 
 
 @clause()
