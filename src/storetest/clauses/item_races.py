@@ -17,11 +17,17 @@ import asyncio
 import functools
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from storetest._engine import races
-from storetest._engine.backends import fresh_fixtures, open_handles, run_in_processes, shared_connections
+from storetest._engine.backends import (
+    fresh_fixtures,
+    handles_on_one_backend,
+    open_handles,
+    run_in_processes,
+    shared_connections,
+)
 from storetest._engine.failures import RAISED, Check, checking, describe_exception
 from storetest._engine.harness import Handle, Target
 from storetest.clauses._item_support import NEEDS, expect, labelled, read, texts_of
@@ -29,9 +35,16 @@ from storetest.clauses._registry import clause
 from storetest.items import Item, same_items
 
 
-def _calls(t: Target, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+def _calls(t: Target, calls: list[Callable[[], Awaitable[Any]]], handles: Sequence[Handle] = ()) -> list[Any]:
     t.rng.shuffle(calls)
-    return t.race(calls)
+    return _race(t, calls, handles)
+
+
+def _race(t: Target, calls: Sequence[Callable[[], Awaitable[Any]]], handles: Sequence[Handle] = ()) -> list[Any]:
+    """:meth:`Target.race`, over ``handles`` (more than the clause's own) when given."""
+    if not handles:
+        return t.race(calls)
+    return t.run(races.together(calls, threads=not any(h.is_async for h in (*handles, *t.handles()))))
 
 
 def _account(check: Check, session: str, want: list[object], got: list[object], what: str) -> bool:
@@ -49,34 +62,39 @@ def _account(check: Check, session: str, want: list[object], got: list[object], 
     return True
 
 
+#: Callers of each race kind, each on a handle of its own (a factory call of its own):
+#: a per-handle lock excludes only its own handle's callers.
+RACERS = 8
+
+
 @clause(needs=NEEDS, races=True)
 def pop_item_hands_each_item_out_once(t: Target) -> None:
-    """Callers popping one session at once, through every handle, each get a different
-    item: every item is popped exactly once (lost = duplicated = 0), each caller's pops
-    come newest first, and the session ends empty.
+    """Callers popping one session at once, each through a handle of its own, each get
+    a different item: every item is popped exactly once (lost = duplicated = 0), each
+    caller's pops come newest first, and the session ends empty.
 
     Catches ``pop_item`` as a read then a delete with nothing between them locked
-    (openai-agents-python #4205), a per-call or per-handle lock, ``SELECT ... LIMIT 1``
-    then ``DELETE`` under READ COMMITTED.
+    (openai-agents-python #4205), a per-call or per-handle lock (two handles hand out one
+    item), ``SELECT ... LIMIT 1`` then ``DELETE`` under READ COMMITTED.
     """
-    with checking(pop_item_hands_each_item_out_once, t.run) as check:
+    with checking(pop_item_hands_each_item_out_once, t.run) as check, \
+            handles_on_one_backend(t, RACERS) as handles:
         for round_ in range(t.profile.race_rounds):
             t.tick()
             session = t.new_session(f"items-pop-race{round_}")
-            stored = labelled("pop", 8)
+            stored = labelled("pop", 2 * RACERS)
             if check.call(session, "add_items()", t.store.call("add_items", session, stored)) is RAISED:
                 return
-            if not _pop_round(t, check, session, stored):
+            if not _pop_round(t, check, session, stored, handles):
                 return
 
 
-def _pop_round(t: Target, check: Check, session: str, stored: list[Item]) -> bool:
-    """Four callers pop ``session`` until it is empty, at once; whether all went well."""
-    handles = t.handles()
-    popped: list[list[object]] = [[] for _ in range(4)]
+def _pop_round(t: Target, check: Check, session: str, stored: list[Item], handles: Sequence[Handle]) -> bool:
+    """A caller per handle pops ``session`` until it is empty, all at once; whether all went well."""
+    popped: list[list[object]] = [[] for _ in handles]
 
     def popper(k: int) -> Callable[[], Awaitable[None]]:
-        handle = handles[k % len(handles)]
+        handle = handles[k]
 
         async def run() -> None:
             while (got := await handle.call("pop_item", session)) is not None:
@@ -85,12 +103,13 @@ def _pop_round(t: Target, check: Check, session: str, stored: list[Item]) -> boo
         return run
 
     try:
-        _calls(t, [popper(k) for k in range(4)])
+        _calls(t, [popper(k) for k in range(len(handles))], handles)
     except Exception as exc:
         check.add(session, f"a racing pop_item() raised {describe_exception(exc)}")
         return False
     texts = texts_of(stored)
-    ok = _account(check, session, texts, [x for p in popped for x in p], "items popped by racing callers")
+    ok = _account(check, session, texts, [x for p in popped for x in p],
+                  f"items popped by {len(handles)} racing callers")
     for k, mine in enumerate(popped):
         order = [texts.index(x) for x in mine if x in texts]
         if order != sorted(order, reverse=True):
@@ -99,43 +118,62 @@ def _pop_round(t: Target, check: Check, session: str, stored: list[Item]) -> boo
     return expect(check, session, [], read(check, t, session), "after every pop: ", short=True) and ok
 
 
+#: Adders racing the clear, round by round: one (the add and the clear alone), and
+#: several, where an add that checks for the session row the clear deleted meets
+#: another add creating it.
+CLEAR_ADDERS = (1, 4, RACERS)
+
+
 @clause(needs=NEEDS, races=True, symptom=True)
 def clear_racing_add_lands_before_or_after(t: Target) -> None:
-    """A ``clear_session`` racing an ``add_items`` raises nothing and leaves the
-    session as if one ran first: empty (add, then clear) or exactly the batch (clear,
-    then add), never the old items with the new, never part of the batch.
+    """A ``clear_session`` racing one or several ``add_items`` raises nothing and leaves
+    the session as if the calls ran one at a time: none of the old items, and each new
+    batch whole and adjacent or absent (absent: added before the clear), never part of a batch.
 
     Catches ``SQLAlchemySession`` on Postgres (the clear deletes the session row while
-    the add inserts under it: ``IntegrityError``), a clear that deletes items one by one
-    while new ones arrive, a Redis clear of the list that leaves the counter.
+    adds insert it again, or under it: ``IntegrityError``), an add that checks for the
+    session row, then inserts it (several adders after a clear both insert it), a clear
+    that deletes items one by one while new ones arrive, a Redis clear of the list that
+    leaves the counter.
     """
-    handles = t.handles()
-    with checking(clear_racing_add_lands_before_or_after, t.run) as check:
-        # Two calls overlap in the window that matters less often than the other races'
-        # callers do, so three times the rounds; and both orders in turn: which call
-        # starts first decides whether a check-then-insert add is caught, and a shuffle
-        # left that to a coin flip each round (scripts/race_rounds.py).
+    with checking(clear_racing_add_lands_before_or_after, t.run) as check, \
+            handles_on_one_backend(t, RACERS + 1) as handles:
+        # Both orders in turn, for each number of adders: which call starts first decides
+        # whether a check-then-insert add is caught, and a shuffle left that to a coin flip
+        # each round (scripts/race_rounds.py). Two calls overlap in the window that matters
+        # less often than the other races' callers do: three times the rounds.
         for round_ in range(3 * t.profile.race_rounds):
             t.tick()
+            adders = CLEAR_ADDERS[(round_ // 2) % len(CLEAR_ADDERS)]
             session = t.new_session(f"items-clear-race{round_}")
-            old, new = labelled("old", 2), labelled("new", 3)
+            old, new = labelled("old", 2), [labelled(f"new{k}", 3) for k in range(adders)]
             if check.call(session, "add_items()", t.store.call("add_items", session, old)) is RAISED:
                 return
-            clearer, adder = handles[0], handles[round_ % len(handles)]
-            calls = [functools.partial(clearer.call, "clear_session", session),
-                     functools.partial(adder.call, "add_items", session, new)]
+            clearer = handles[0]
+            adding = [handles[(round_ + 1 + k) % len(handles)] for k in range(adders)]
+            clear = [functools.partial(clearer.call, "clear_session", session)]
+            adds = [functools.partial(h.call, "add_items", session, batch)
+                    for h, batch in zip(adding, new, strict=True)]
+            what = "add_items()" if adders == 1 else f"{adders} add_items()"
             try:
-                t.race(calls if round_ % 2 else calls[::-1])
+                _race(t, [*adds, *clear] if round_ % 2 else [*clear, *adds], handles)
             except Exception as exc:
-                check.add(session, f"clear_session() racing add_items() raised {describe_exception(exc)}")
+                check.add(session, f"clear_session() racing {what} raised {describe_exception(exc)}")
                 return
             got = read(check, t, session)
             if got is RAISED:
                 return
-            if not (same_items([], got) or same_items(new, got)):
-                check.add(session, "after clear_session() raced add_items(), the session is neither empty nor "
-                          "exactly the new batch: the clear and the add interleaved", "[] or " + str(texts_of(new)),
-                          texts_of(got))
+            seen = texts_of(got)
+            wanted = [x for batch in new for x in texts_of(batch)]
+            stale = [x for x in seen if x in texts_of(old)]
+            counts = Counter(seen)
+            odd = [x for x in seen if x not in wanted and x not in stale] + [x for x in counts if counts[x] > 1]
+            if stale or odd:
+                check.add(session, f"after clear_session() raced {what}, the session holds "
+                          + ("old items the clear should have removed" if stale else "items not added once")
+                          + ": the clear and the add interleaved", "[] or whole new batches", seen)
+                return
+            if not _contiguous(check, session, new, seen, f"after clear_session() raced {what}, the session holds"):
                 return
 
 
@@ -280,6 +318,67 @@ def concurrent_adds_lose_nothing(t: Target) -> None:
 
 
 # --- a fresh backend, child processes -----------------------------------------------------
+
+
+@clause(needs=NEEDS, replica=True)
+def item_factory_calls_share_only_their_backend(t: Target) -> None:
+    """Stores from separate factory calls share exactly their backend: two on one backend
+    see each other's adds and clears; a store on a second, fresh backend, used with the
+    same session id, sees none of the first backend's items, and its own writes reach
+    neither the first backend nor the clause's own.
+
+    Catches state kept in a class attribute or a module global (a cache, "what I last
+    wrote", a connection pool keyed by session id), shared by every store the process
+    makes, which a run through one factory call never shows.
+    """
+    session = t.new_session("items-factories")
+    with checking(item_factory_calls_share_only_their_backend, t.run) as check:
+        with fresh_fixtures(t.fixtures) as one, fresh_fixtures(t.fixtures) as two:
+            if one == dict(t.fixtures):
+                return  # nothing storetest provisions: no fresh backend to open
+            for where, want, got in t.run(_two_backends(t, one, two, session)):
+                if isinstance(got, str) or not same_items(want, got):
+                    check.add(session, f"{where}: " + (f"a call raised {got!r}" if isinstance(got, str) else
+                              f"{len(want)} item(s) expected, {len(got)} came back"),
+                              texts_of(want), got if isinstance(got, str) else texts_of(got))
+                    return
+
+
+async def _two_backends(t: Target, one: dict[str, Any], two: dict[str, Any],
+                        session: str) -> list[tuple[str, list[Item], Any]]:
+    """Two factory calls on backend ``one``, one on ``two``, all using ``session``: what
+    each read should have given and gave (an error's description for a call that raised)."""
+    first, second = labelled("backend-one", 2), labelled("backend-two", 3)
+    out: list[tuple[str, list[Item], Any]] = []
+    async with open_handles(t, one, 2) as (a, b), open_handles(t, two, 1) as (c,):
+        add, get, clear = "add_items", "get_items", "clear_session"
+        steps: list[tuple[str, Any, list[Item] | None]] = [
+            ("add through the first factory call on one backend", functools.partial(a.call, add, session, first),
+             None),
+            ("what one factory call added, read through a second factory call on the same backend",
+             functools.partial(b.call, get, session), first),
+            ("a store on another backend read the same session id before writing it",
+             functools.partial(c.call, get, session), []),
+            ("add through a store on another backend", functools.partial(c.call, add, session, second), None),
+            ("after a store on another backend added to the same session id, the first backend's items",
+             functools.partial(a.call, get, session), first),
+            ("a store on another backend read back its own items", functools.partial(c.call, get, session), second),
+            ("clear through the second factory call on one backend", functools.partial(b.call, clear, session),
+             None),
+            ("after a clear on one backend, a store on another backend's items",
+             functools.partial(c.call, get, session), second),
+            ("the clause's own backend, after stores on two others used the same session id",
+             functools.partial(t.store.call, get, session), []),
+        ]
+        for where, call, want in steps:
+            try:
+                got = await call()
+            except Exception as exc:
+                out.append((where, want or [], describe_exception(exc)))
+                break
+            if want is not None:
+                out.append((where, want, got))
+    return out
 
 
 @clause(needs=NEEDS, races=True)
