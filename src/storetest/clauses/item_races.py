@@ -381,51 +381,76 @@ async def _two_backends(t: Target, one: dict[str, Any], two: dict[str, Any],
     return out
 
 
+#: What races on a fresh backend, round by round: the sessions' constructors with the
+#: first calls (each racer's first call constructs its session), the constructors alone
+#: (then the first calls one by one), the first calls alone (each session constructed
+#: beforehand, one by one, as a ``setup()`` would).
+FRESH_RACES = ("constructors and first calls", "constructors", "first calls")
+#: Handles on each fresh backend, each racing.
+FRESH_RACERS = 4
+
+
 @clause(needs=NEEDS, races=True)
 def first_calls_on_a_fresh_backend_succeed(t: Target) -> None:
     """Several handles opened on a fresh backend (a new database, directory or table
-    set each round) and making their first calls at once all succeed, and every batch
-    they added is there.
+    set each round), constructing their sessions and making their first calls at once,
+    all succeed, and every batch they added is there: whether the constructors race
+    with the first calls, alone, or the first calls race after constructors ran one by one.
 
     Catches tables created on first use without ``IF NOT EXISTS`` or a lock ("table
-    already exists", "database is locked": openai-agents-python #4987), the first
-    session row inserted by check-then-insert (``IntegrityError``, #2722), and MariaDB
-    deadlocking on concurrent first writers (``SQLAlchemySession``).
+    already exists", "database is locked": openai-agents-python #4987), a constructor that
+    checks for its table, then creates it (LangChain's ``SQLChatMessageHistory``), the
+    first session row inserted by check-then-insert (``IntegrityError``, #2722), and
+    MariaDB deadlocking on concurrent first writers (``SQLAlchemySession``).
     """
     with checking(first_calls_on_a_fresh_backend_succeed, t.run) as check:
-        for round_ in range(max(3, t.profile.race_rounds // 2)):
+        for round_ in range(max(len(FRESH_RACES), t.profile.race_rounds // 2)):
             t.tick()
+            racing = FRESH_RACES[round_ % len(FRESH_RACES)]
             session = t.new_session(f"items-fresh{round_}")
             with fresh_fixtures(t.fixtures) as fixtures:
-                errors, got = t.run(_fresh_round(t, fixtures, session))
+                errors, got = t.run(_fresh_round(t, fixtures, session, racing))
             for error in errors[:3]:
-                check.add(session, f"a first call on a fresh backend raised {error}: make table creation and "
-                          "the first session row idempotent under concurrency (IF NOT EXISTS, ON CONFLICT DO NOTHING)")
+                check.add(session, f"a first call on a fresh backend raised {error} ({racing} racing): make table "
+                          "creation and the first session row idempotent under concurrency (IF NOT EXISTS, "
+                          "ON CONFLICT DO NOTHING)")
             if got is not RAISED:
-                want = [x for w in range(3) for x in texts_of(labelled(f"first{w}", 2))]
+                want = [x for w in range(FRESH_RACERS - 1) for x in texts_of(labelled(f"first{w}", 2))]
                 _account(check, session, want, texts_of(got), "the first writers' items")
             if check.violations:
                 return
 
 
-async def _fresh_round(t: Target, fixtures: dict[str, Any], session: str) -> tuple[list[str], Any]:
+async def _fresh_round(t: Target, fixtures: dict[str, Any], session: str, racing: str) -> tuple[list[str], Any]:
     errors: list[str] = []
+    other = t.new_session("items-fresh-read")
 
-    def first(handle: Handle, k: int) -> Callable[[], Awaitable[None]]:
+    def first(handle: Handle, k: int, what: str) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
+            name = what if what == "open_session" else "add_items" if k < FRESH_RACERS - 1 else "get_items"
             try:
-                if k < 3:
-                    await handle.call("add_items", session, labelled(f"first{k}", 2))
+                if name == "add_items":
+                    await handle.call(name, session, labelled(f"first{k}", 2))
                 else:
-                    await handle.call("get_items", t.new_session("items-fresh-read"))
+                    await handle.call(name, session if k < FRESH_RACERS - 1 else other)
             except Exception as exc:
-                errors.append(f"through {handle.label} ({'add_items' if k < 3 else 'get_items'}): "
-                              f"{describe_exception(exc)}")
+                errors.append(f"through {handle.label} ({name}): {describe_exception(exc)}")
         return run
 
-    async with open_handles(t, fixtures, 4) as handles:
-        await races.together([first(h, k) for k, h in enumerate(handles)],
-                             threads=not any(h.is_async for h in handles))
+    async with open_handles(t, fixtures, FRESH_RACERS) as handles:
+        constructs = all(callable(getattr(h.raw, "open_session", None)) for h in handles)
+        threads = not any(h.is_async and not h.threaded for h in handles)
+        if racing != "constructors and first calls" and constructs:
+            if racing == "constructors":
+                await races.together([first(h, k, "open_session") for k, h in enumerate(handles)], threads=threads)
+            else:
+                for k, h in enumerate(handles):
+                    await first(h, k, "open_session")()
+        if racing == "constructors" and constructs:
+            for k, h in enumerate(handles):
+                await first(h, k, "call")()
+        else:
+            await races.together([first(h, k, "call") for k, h in enumerate(handles)], threads=threads)
         try:
             got = await handles[0].call("get_items", session)
         except Exception as exc:
