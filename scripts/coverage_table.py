@@ -21,8 +21,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from storetest._engine.inputs import Cell, cells  # noqa: E402
+from storetest._engine import inputs, topologies  # noqa: E402
+from storetest._engine.inputs import Cell  # noqa: E402
 from tests.instrumented import measure  # noqa: E402
+from tests.instrumented_topologies import measure_topologies  # noqa: E402
+
+
+def cells() -> list[Cell]:
+    """The value cells (storetest._engine.inputs), then the topology and option cells
+    (storetest._engine.topologies)."""
+    return inputs.cells() + topologies.cells()
 
 PAGE = ROOT / "docs" / "coverage.md"
 COMMAND = "python scripts/coverage_table.py --write"
@@ -31,7 +39,7 @@ COMMAND = "python scripts/coverage_table.py --write"
 def run(seeds: Iterable[int]) -> list[Counter[Cell]]:
     out = []
     for seed in seeds:
-        out.append(measure(seed))
+        out.append(measure(seed) + measure_topologies(seed))
         print(f"seed {seed}: {sum(1 for c in cells() if out[-1][c])}/{len(cells())} cells reached", file=sys.stderr)
     return out
 
@@ -77,6 +85,13 @@ def page(per_seed: list[Counter[Cell]], seeds: list[int]) -> str:
         "fails when one is not (three seeds). The race clauses and those in child processes",
         "are left out of the run: they only send small fixed values, so leaving them out can",
         "only under-count.",
+        "",
+        "The topology and option rows (`storetest._engine.topologies`) are measured apart",
+        "(`tests/instrumented_topologies.py`): the clauses that use each shape run against",
+        "correct stores that count what they see (callers in flight at once, factory calls",
+        "and backends per session id, constructors at once on a fresh backend, writers'",
+        "processes, each option's value against what the session holds);",
+        "`tests/test_topology_coverage.py` fails when one is not reached.",
         "",
         "## Per dimension",
         "",

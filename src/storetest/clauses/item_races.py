@@ -30,6 +30,10 @@ from storetest._engine.backends import (
 )
 from storetest._engine.failures import RAISED, Check, checking, describe_exception
 from storetest._engine.harness import Handle, Target
+
+# Callers of each race kind, each on a handle of its own (a factory call of its own):
+# a per-handle lock excludes only its own handle's callers.
+from storetest._engine.topologies import ADDERS_AGAINST_A_CLEAR, CONSTRUCTORS, RACERS
 from storetest.clauses._item_support import NEEDS, expect, labelled, read, texts_of
 from storetest.clauses._registry import clause
 from storetest.items import Item, same_items
@@ -62,9 +66,6 @@ def _account(check: Check, session: str, want: list[object], got: list[object], 
     return True
 
 
-#: Callers of each race kind, each on a handle of its own (a factory call of its own):
-#: a per-handle lock excludes only its own handle's callers.
-RACERS = 8
 
 
 @clause(needs=NEEDS, races=True)
@@ -121,7 +122,7 @@ def _pop_round(t: Target, check: Check, session: str, stored: list[Item], handle
 #: Adders racing the clear, round by round: one (the add and the clear alone), and
 #: several, where an add that checks for the session row the clear deleted meets
 #: another add creating it.
-CLEAR_ADDERS = (1, 4, RACERS)
+CLEAR_ADDERS = ADDERS_AGAINST_A_CLEAR
 
 
 @clause(needs=NEEDS, races=True, symptom=True)
@@ -284,22 +285,22 @@ def concurrent_batches_never_interleave(t: Target) -> None:
 
 @clause(needs=NEEDS, races=True)
 def concurrent_adds_lose_nothing(t: Target) -> None:
-    """Many writers through every handle, each adding several batches to one session at
-    once, all land: every item exactly once (lost = duplicated = unexpected = 0), each
-    writer's in the order it added them.
+    """Many writers, each on a handle of its own, each adding several batches to one
+    session at once, all land: every item exactly once (lost = duplicated = unexpected
+    = 0), each writer's in the order it added them.
 
     Catches concurrent first writes that drop items or raise ``IntegrityError`` on the
     session row (openai-agents-python #2722), a history rewritten from a stale copy
-    (read, append, write back), a per-call ``threading.Lock()`` (#1953).
+    (read, append, write back), a per-call ``threading.Lock()`` (#1953), a per-handle lock.
     """
-    handles = t.handles()
-    with checking(concurrent_adds_lose_nothing, t.run) as check:
+    with checking(concurrent_adds_lose_nothing, t.run) as check, handles_on_one_backend(t, RACERS) as handles:
         for round_ in range(t.profile.race_rounds):
             t.tick()
             session = t.new_session(f"items-many{round_}")
-            acked: list[list[object]] = [[] for _ in range(6)]
+            acked: list[list[object]] = [[] for _ in range(RACERS)]
             errors: list[str] = []
-            _calls(t, [_batches_writer(handles[w % len(handles)], session, w, acked[w], errors) for w in range(6)])
+            _calls(t, [_batches_writer(handles[w % len(handles)], session, w, acked[w], errors)
+                       for w in range(RACERS)], handles)
             got = read(check, t, session)
             if got is RAISED:
                 return
@@ -387,7 +388,7 @@ async def _two_backends(t: Target, one: dict[str, Any], two: dict[str, Any],
 #: beforehand, one by one, as a ``setup()`` would).
 FRESH_RACES = ("constructors and first calls", "constructors", "first calls")
 #: Handles on each fresh backend, each racing.
-FRESH_RACERS = 4
+FRESH_RACERS = CONSTRUCTORS
 
 
 @clause(needs=NEEDS, races=True)
