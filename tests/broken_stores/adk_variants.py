@@ -247,3 +247,19 @@ BROKEN += [
             "a listing that reuses the read of one session", "adk_list_sessions_lists_the_users",
             "a listed session carries none", ListsWithEvents),
 ]
+
+
+class DeleteByKeyPattern(MemorySessionService):
+    """``delete_session`` deletes the session's key and every key under it
+    (``DEL app:user:sid`` and ``SCAN MATCH app:user:sid:*`` for its events): session
+    ``sid:y``, whose keys sit under ``sid:``, goes too."""
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        for key in [k for k in self.sessions if k[:2] == (app_name, user_id)
+                    and (k[2] == session_id or k[2].startswith(f"{session_id}:"))]:
+            self.sessions.pop(key)
+
+
+BROKEN.append(_broken("adk-delete-by-key-pattern", "delete_session deletes every key under the session's",
+                      "Redis keys app:user:sid and SCAN MATCH app:user:sid:*", "adk_delete_removes_only_that_session",
+                      "deleting another session changed this one", DeleteByKeyPattern))

@@ -589,8 +589,9 @@ def adk_list_sessions_lists_the_users(t: Target) -> None:
 @clause(needs=NEEDS)
 def adk_delete_removes_only_that_session(t: Target) -> None:
     """``delete_session`` removes that session and its events and nothing else: the
-    user's other sessions keep their events and state, ``app:`` and ``user:`` state
-    stay, and a session created again with the deleted id starts empty.
+    user's other sessions keep their events and state (those whose ids extend the
+    deleted one's past any ASCII punctuation too), ``app:`` and ``user:`` state stay,
+    and a session created again with the deleted id starts empty.
 
     Catches a delete by a pattern or by user (every session of the user gone), a delete
     that leaves the events rows (they come back when the id is reused), a delete that
@@ -598,13 +599,15 @@ def adk_delete_removes_only_that_session(t: Target) -> None:
     """
     with checking(adk_delete_removes_only_that_session, t.run) as check:
         app, user = t.new_session("app-del"), t.new_session("user-del")
-        gone, kept, near = (_Place(app, user, t.new_session(s)) for s in ("gone", "kept", "gone"))
-        near.sid = gone.sid + "-2"  # a delete by LIKE 'id%' takes it too
+        gone, kept = (_Place(app, user, t.new_session(s)) for s in ("gone", "kept"))
+        # Ids the input model relates to the deleted one (x<c>y for every ASCII
+        # punctuation c): a delete by LIKE 'id%', a key pattern or a prefix takes them too.
+        related = [_Place(app, user, f"{gone.sid}{c}y") for c in inputs.PUNCTUATION]
         wants: dict[str, list[dict[str, Any]]] = {}
-        for p in (gone, kept, near):
+        for p in (gone, kept, *related):
             session = _create(check, t.store, p, {"app:a": 1, "user:u": 2, "own": str(p)} if p is gone else None)
             if session is RAISED:
-                if p is near:
+                if p in related:
                     continue
                 return
             ev = event("user", texts=(f"in {p.sid}",))
@@ -615,7 +618,7 @@ def adk_delete_removes_only_that_session(t: Target) -> None:
         got = _get(check, t.store, gone)
         if got not in (None, RAISED):
             check.add(str(gone), "get_session() of a deleted session did not return None", None, shorten(got))
-        for p in (kept, near):
+        for p in (kept, *related):
             if str(p) in wants:
                 after = _get(check, t.store, p)
                 if expect_events(check, p, wants[str(p)], after, "deleting another session changed this one: ") \
