@@ -148,6 +148,9 @@ DEFECTS: tuple[Defect, ...] = (
     _d(_SQLITE, "adds_from_processes_land_whole", "The constructor creates the table by check-then-CREATE TABLE: "
        "another process creating it in between makes it raise 'table message_store already exists'.",
        "sql_sqlite_create_table_race"),
+    _d(_SQLITE, "first_calls_on_a_fresh_backend_succeed", "Constructors racing on a fresh file: create_all "
+       "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'table message_store "
+       "already exists'.", "sql_sqlite_create_table_race"),
     _d(_SQLPG, "concurrent_batches_never_interleave", "Two replicas' concurrent batches interleave: each batch is "
        "one transaction, but rows are read ORDER BY a SERIAL id that concurrent inserts draw in turn (beyond the "
        "protocol's promise).", "sql_postgres_batches_interleave"),
