@@ -8,6 +8,7 @@ is listed with the command that reproduces it.
     python scripts/false_alarms.py                      # 20 runs of every tests/test_conformance_*.py
     python scripts/false_alarms.py --runs 5 tests/test_conformance_mysql.py
     python scripts/false_alarms.py --seed-base 1000 --timeout 300
+    python scripts/false_alarms.py -k "pop_item or clear_racing"   # only the clauses -k selects
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run_once(test_file: Path, seed: int, timeout: float) -> tuple[str, list[tuple[str, str, str]]]:
+def _run_once(test_file: Path, seed: int, timeout: float, keyword: str = "") -> tuple[str, list[tuple[str, str, str]]]:
     """Run one conformance file with one seed: (summary, [(run, clause, diagnosis), ...])."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         command = [
             sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider",
-            f"--storetest-seed={seed}", f"--storetest-report={report}",
+            f"--storetest-seed={seed}", f"--storetest-report={report}", *(["-k", keyword] if keyword else []),
         ]
         try:
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-base", type=int, default=20240,
                         help="run i uses seed SEED_BASE + i (default 20240)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run (default 900)")
+    parser.add_argument("-k", dest="keyword", default="",
+                        help="only the clauses pytest's -k selects (e.g. 'pop_item or clear_racing')")
     args = parser.parse_args(argv)
     files = args.files or sorted((ROOT / "tests").glob("test_conformance_*.py"))
     if not files:
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.runs):
             seed = args.seed_base + i
             started = time.monotonic()
-            summary, failures = _run_once(test_file, seed, args.timeout)
+            summary, failures = _run_once(test_file, seed, args.timeout, args.keyword)
             seconds = time.monotonic() - started
             mark = "FAIL" if failures else "ok"
             print(f"{test_file.name} seed={seed} {mark} ({seconds:.0f}s): {summary}", flush=True)
