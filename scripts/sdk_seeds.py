@@ -6,6 +6,11 @@ regenerated.
 
     python scripts/sdk_seeds.py --clause clear_racing_add_lands_before_or_after --seeds 20
     python scripts/sdk_seeds.py --sdk adk --clause adk_get_session_options_select_events
+    python scripts/sdk_seeds.py --reference --clause pop_item_hands_each_item_out_once
+
+``--reference`` runs the correct stores of the conformance files instead (items in memory
+and on SQLite, the memory ADK service, the SQLite chat history sync and async), in this
+process: their failures are false alarms (the in-process form of scripts/false_alarms.py).
 
 Each failure's clause is compared with the contender's listed defects: a failure with no
 defect listed for its clause is marked NEW. Exit 1 when one is.
@@ -29,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], metavar="SUBSTRING", help="contenders whose name has it")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--seed-base", type=int, default=1)
+    parser.add_argument("--reference", action="store_true", help="the conformance files' correct stores")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from storetest import check
@@ -36,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
     new = False
     with fixtures_outside_pytest() as fixture:
-        for sdk in args.sdk or ("openai_agents", "langchain", "adk"):
-            module = importlib.import_module(f"tests.ecosystem.{sdk}")
+        for sdk in ["reference"] if args.reference else args.sdk or ("openai_agents", "langchain", "adk"):
+            module = _reference() if sdk == "reference" else importlib.import_module(f"tests.ecosystem.{sdk}")
             listed = {(d.contender, d.clause) for d in module.DEFECTS}
             for contender in module.CONTENDERS:
                 if contender.binding is None or (args.only and not any(o in contender.name for o in args.only)):
@@ -60,6 +66,23 @@ def main(argv: list[str] | None = None) -> int:
                     for line in failures[:3]:
                         print(f"    {line}", flush=True)
     return 1 if new else 0
+
+
+def _reference() -> object:
+    """The conformance files' correct stores, as contenders with no defects."""
+    import types
+
+    from storetest import item_sessions
+    from tests.adk_services import memory_adk
+    from tests.chat_histories import async_sqlite_chat, sqlite_chat
+    from tests.ecosystem.common import Contender
+    from tests.item_histories import memory_sessions, sqlite_sessions
+
+    stores = {"memory-items": lambda: item_sessions(memory_sessions), "sqlite-items": lambda: item_sessions(
+        sqlite_sessions), "memory-adk": lambda: memory_adk, "sqlite-chat": lambda: sqlite_chat,
+        "async-sqlite-chat": lambda: async_sqlite_chat}
+    return types.SimpleNamespace(DEFECTS=(), CONTENDERS=[Contender(name, "storetest", binding) for name, binding
+                                                         in stores.items()])
 
 
 if __name__ == "__main__":
