@@ -151,6 +151,10 @@ DEFECTS: tuple[Defect, ...] = (
     _d(_SQLITE, "first_calls_on_a_fresh_backend_succeed", "Constructors racing on a fresh file: create_all "
        "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'table message_store "
        "already exists'.", "sql_sqlite_create_table_race"),
+    _d(_SQLPG, "first_calls_on_a_fresh_backend_succeed", "Constructors racing on a fresh database: create_all "
+       "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'relation "
+       "message_store already exists' (or PostgreSQL's catalog refuses the second type: pg_type_typname_nsp_index).",
+       "sql_postgres_create_table_race"),
     _d(_SQLPG, "concurrent_batches_never_interleave", "Two replicas' concurrent batches interleave: each batch is "
        "one transaction, but rows are read ORDER BY a SERIAL id that concurrent inserts draw in turn (beyond the "
        "protocol's promise).", "sql_postgres_batches_interleave"),
