@@ -156,6 +156,9 @@ DEFECTS: tuple[Defect, ...] = (
        "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'relation "
        "message_store already exists' (or PostgreSQL's catalog refuses the second type: pg_type_typname_nsp_index).",
        "sql_postgres_create_table_race"),
+    _d(_MARIA, "first_calls_on_a_fresh_backend_succeed", "Constructors racing on a fresh database: create_all "
+       "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'Table "
+       "message_store already exists' (1050).", "sql_mariadb_create_table_race"),
     _d(_SQLPG, "clear_racing_add_lands_before_or_after", "Several adders' batches racing a clear interleave: each "
        "batch is one transaction, but rows are read ORDER BY a SERIAL id that concurrent inserts draw in turn "
        "(beyond the protocol's promise).", "sql_postgres_batches_interleave"),
