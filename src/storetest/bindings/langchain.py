@@ -136,7 +136,7 @@ class ChatHistory(ItemHistory):
     async def _threaded(self, call: Callable[[], T]) -> T:
         """A sync history's call, its constructor included, on a thread (raced line by
         line in a race of plain calls: :func:`storetest._engine.races.threaded`)."""
-        return await races.threaded(call, code_roots(self))
+        return await races.threaded(call, code_roots(self) if races.in_plain_race() else ())
 
     def storetest_code(self) -> list[Any]:
         return [*super().storetest_code(), *self.kinds]
