@@ -748,6 +748,15 @@ def render_inputs() -> list[str]:
     return out
 
 
+def render_topologies() -> list[str]:
+    """The topology and option cells (storetest._engine.topologies), under the input model."""
+    topologies = importlib.import_module("storetest._engine.topologies")
+    out = ["### Topologies and protocol options", "", markdown(topologies.__doc__), "",
+           "| protocol | what | dimension | cell |", "|---|---|---|---|"]
+    out += [f"| {c.protocol} | {c.field} | {c.dimension} | {c.name} |" for c in topologies.cells()]
+    return [*out, "", f"In all, {len(topologies.cells()):,} topology and option cells.", ""]
+
+
 def render() -> str:
     """The page, as the code stands."""
     sections: list[str] = []
@@ -766,7 +775,8 @@ def render() -> str:
             extra_toc += f"- [{title}](#{_slug(title)}): `{name}`\n"
     text = "\n".join([
         INTRO.format(contract_title=CONTRACT_MODULES[0][1], extra_toc=extra_toc),
-        *sections, *render_codec(), *render_lifecycle(), "", *render_inputs(), "", *render_failures(), "",
+        *sections, *render_codec(), *render_lifecycle(), "", *render_inputs(), *render_topologies(), "",
+        *render_failures(), "",
         *render_clauses(),
     ])
     # One blank line between blocks, none at the end of a line, one newline at the end.

@@ -22,8 +22,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from storetest._engine.inputs import Cell, cells  # noqa: E402
+from storetest._engine import inputs, topologies  # noqa: E402
+from storetest._engine.inputs import Cell  # noqa: E402
 from tests.instrumented import measure  # noqa: E402
+from tests.instrumented_topologies import measure_topologies  # noqa: E402
+
+
+def cells(profile: str | None = None) -> list[Cell]:
+    """The value cells (storetest._engine.inputs; with ``profile``, those it must reach),
+    then the topology and option cells (storetest._engine.topologies)."""
+    return inputs.cells(profile) + topologies.cells()
+
 
 PAGE = ROOT / "docs" / "coverage.md"
 #: What the one ci-profile run printed (kept by hand with the page: it takes minutes).
@@ -42,7 +51,7 @@ def model() -> list[Cell]:
 def run(seeds: Iterable[int]) -> list[Counter[Cell]]:
     out = []
     for seed in seeds:
-        out.append(measure(seed, PROFILE[0]))
+        out.append(measure(seed, PROFILE[0]) + measure_topologies(seed))
         print(f"seed {seed}: {sum(1 for c in model() if out[-1][c])}/{len(model())} cells reached", file=sys.stderr)
     return out
 
@@ -93,6 +102,13 @@ def page(per_seed: list[Counter[Cell]], seeds: list[int]) -> str:
         "The 16 MiB cells of transcripts' message text are the `ci` profile's only, and are",
         "not in the tables below: `python scripts/coverage_table.py --profile ci --seeds 1`",
         "reaches them (" + CI_NOTE + ").",
+        "",
+        "The topology and option rows (`storetest._engine.topologies`) are measured apart",
+        "(`tests/instrumented_topologies.py`): the clauses that use each shape run against",
+        "correct stores that count what they see (callers in flight at once, factory calls",
+        "and backends per session id, constructors at once on a fresh backend, writers'",
+        "processes, each option's value against what the session holds);",
+        "`tests/test_topology_coverage.py` fails when one is not reached.",
         "",
         "## Per dimension",
         "",

@@ -24,8 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run_once(test_file: Path, seed: int, timeout: float,
-              keyword: str | None = None) -> tuple[str, list[tuple[str, str, str]]]:
+def _run_once(test_file: Path, seed: int, timeout: float, keyword: str = "") -> tuple[str, list[tuple[str, str, str]]]:
     """Run one conformance file with one seed: (summary, [(run, clause, diagnosis), ...])."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
@@ -60,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-base", type=int, default=20240,
                         help="run i uses seed SEED_BASE + i (default 20240)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run (default 900)")
-    parser.add_argument("-k", dest="keyword", help="pytest -k: only the clauses matching it")
+    parser.add_argument("-k", dest="keyword", default="",
+                        help="only the clauses pytest's -k selects (e.g. 'pop_item or clear_racing')")
     args = parser.parse_args(argv)
     files = args.files or sorted((ROOT / "tests").glob("test_conformance_*.py"))
     if not files:

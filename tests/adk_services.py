@@ -51,7 +51,13 @@ class MemorySessionService(BaseSessionService):
 
     async def get_session(self, *, app_name: str, user_id: str, session_id: str, config: Any = None) -> Any:
         s = self.sessions.get((app_name, user_id, session_id))
-        return None if s is None else self._view(s)
+        if s is None or config is None:
+            return None if s is None else self._view(s)
+        view = self._view(s)
+        after, recent = config.after_timestamp, config.num_recent_events
+        kept = [e for e in view.events if after is None or e.timestamp >= after]
+        return view.model_copy(update={"events": kept[len(kept) - min(recent, len(kept)):] if recent is not None
+                                       else kept})
 
     async def list_sessions(self, *, app_name: str, user_id: Any = None) -> Any:
         return ListSessionsResponse(sessions=[self._view(s, events=False) for (a, u, _), s in self.sessions.items()

@@ -52,7 +52,12 @@ def test_the_docs_line_drives_sql_chat_message_history() -> None:
                "first_calls_on_a_fresh_backend_succeed"]
     report = check(line, clauses=clauses, seed=1)
     assert report.capabilities == ("items",)
-    assert {r.clause: r.outcome for r in report.results} == dict.fromkeys(clauses, "passed"), str(report)
+    outcomes = {r.clause: r.outcome for r in report.results}
+    assert outcomes == dict.fromkeys(clauses[:2], "passed") | {clauses[2]: outcomes[clauses[2]]}, str(report)
+    # Its constructors racing on a fresh file: create_all checks for the table, then creates it
+    # (tests/ecosystem/repros/langchain/sql_sqlite_create_table_race.py); caught on some seeds, not every one.
+    fresh = report.results[-1]
+    assert fresh.outcome == "passed" or "table message_store already exists" in fresh.details, str(report)
 
 
 def test_every_corpus_message_survives_langchains_own_serialization() -> None:

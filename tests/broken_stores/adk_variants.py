@@ -9,6 +9,7 @@ from typing import Any
 
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.sessions import Session
+from google.adk.sessions.base_session_service import ListSessionsResponse
 
 from storetest import adk_sessions
 from tests.adk_services import _BACKENDS, MemorySessionService
@@ -246,3 +247,46 @@ BROKEN = [
             "CREATE TABLE without IF NOT EXISTS", "adk_first_calls_on_a_fresh_backend_succeed",
             "already exists", TablesCreatedOnFirstUse, racy=True),
 ]
+
+
+class IgnoresGetSessionConfig(MemorySessionService):
+    """``get_session`` takes ``config`` and never reads it: every event, whatever
+    ``num_recent_events`` and ``after_timestamp`` say."""
+
+    async def get_session(self, *, app_name: str, user_id: str, session_id: str, config: Any = None) -> Any:
+        return await super().get_session(app_name=app_name, user_id=user_id, session_id=session_id)
+
+
+class ListsWithEvents(MemorySessionService):
+    """``list_sessions`` returns each session whole, its events too (a listing that
+    reuses the read of one session)."""
+
+    async def list_sessions(self, *, app_name: str, user_id: Any = None) -> Any:
+        return ListSessionsResponse(sessions=[self._view(s) for (a, u, _), s in self.sessions.items()
+                                              if a == app_name and user_id in (u, None)])
+
+
+BROKEN += [
+    _broken("adk-ignores-get-session-config", "get_session ignores GetSessionConfig",
+            "a service written against get_session's older signature", "adk_get_session_options_select_events",
+            "num_recent_events=0", IgnoresGetSessionConfig),
+    _broken("adk-lists-with-events", "list_sessions returns sessions with their events",
+            "a listing that reuses the read of one session", "adk_list_sessions_lists_the_users",
+            "a listed session carries none", ListsWithEvents),
+]
+
+
+class DeleteByKeyPattern(MemorySessionService):
+    """``delete_session`` deletes the session's key and every key under it
+    (``DEL app:user:sid`` and ``SCAN MATCH app:user:sid:*`` for its events): session
+    ``sid:y``, whose keys sit under ``sid:``, goes too."""
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        for key in [k for k in self.sessions if k[:2] == (app_name, user_id)
+                    and (k[2] == session_id or k[2].startswith(f"{session_id}:"))]:
+            self.sessions.pop(key)
+
+
+BROKEN.append(_broken("adk-delete-by-key-pattern", "delete_session deletes every key under the session's",
+                      "Redis keys app:user:sid and SCAN MATCH app:user:sid:*", "adk_delete_removes_only_that_session",
+                      "deleting another session changed this one", DeleteByKeyPattern))

@@ -5,6 +5,7 @@ one place each, to carry one bug seen in LangChain's own histories."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -151,3 +152,46 @@ BROKEN = [
             "LangChain InMemoryChatMessageHistory", "items_are_not_aliased",
             "beyond the protocol's promise: the caller changing", SharedList),
 ]
+
+
+class CheckThenCreateTable(BaseChatMessageHistory):
+    """A history on a SQLite file whose constructor creates its table by looking for it
+    in ``sqlite_master``, then ``CREATE TABLE`` (the shape of LangChain's
+    ``SQLChatMessageHistory``, whose constructor calls SQLAlchemy's ``create_all``):
+    two constructors on a fresh file both find no table, and the second ``CREATE``
+    raises "table message_store already exists"."""
+
+    def __init__(self, path: Path, session_id: str) -> None:
+        self.session_id = session_id
+        self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        found = self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'message_store'")
+        if found.fetchone() is None:
+            self.db.execute("CREATE TABLE message_store (id INTEGER PRIMARY KEY, session_id TEXT, message TEXT)")
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        rows = self.db.execute("SELECT message FROM message_store WHERE session_id = ? ORDER BY id",
+                               (self.session_id,)).fetchall()
+        return messages_from_dict([json.loads(r[0]) for r in rows])
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        rows = [(self.session_id, json.dumps(message_to_dict(m))) for m in messages]
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany("INSERT INTO message_store (session_id, message) VALUES (?, ?)", rows)
+        self.db.execute("COMMIT")
+
+    def clear(self) -> None:
+        self.db.execute("DELETE FROM message_store WHERE session_id = ?", (self.session_id,))
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def check_then_create_histories(tmp_path: Path) -> Callable[[str], CheckThenCreateTable]:
+    return lambda session_id: CheckThenCreateTable(tmp_path / "chat.db", session_id)
+
+
+BROKEN.append(BrokenStore(
+    "chat-constructor-check-then-create", "the constructor looks for its table, then creates it",
+    "LangChain SQLChatMessageHistory (create_all in the constructor)", "first_calls_on_a_fresh_backend_succeed",
+    "already exists", chat_histories(check_then_create_histories), racy=True))

@@ -456,3 +456,99 @@ BROKEN.append(_broken(
     "items-key-types-collide", "a metadata key p:<id> and an item list p:<id>:messages",
     "RedisSession (session x:messages after x: WRONGTYPE)", "item_sessions_are_isolated",
     "refused only when other sessions existed", KeyTypesCollide))
+
+
+# --- topologies: several handles, several factory calls, several racers of a kind ----------
+
+
+class PopUnderHandleLock(MemorySession):
+    """``pop_item`` in two statements (read the newest, then delete the newest) under a
+    lock per handle: callers on one handle wait for each other, callers on two handles
+    both read the same newest item."""
+
+    def __init__(self, backend: Any, session_id: str, handle_lock: asyncio.Lock) -> None:
+        super().__init__(backend, session_id)
+        self.handle_lock = handle_lock
+
+    async def pop_item(self) -> Any:
+        async with self.handle_lock:
+            if not self.items:
+                return None
+            newest = copy.deepcopy(self.items[-1])
+            await asyncio.sleep(0)  # the round trip between the SELECT and the DELETE
+            if self.items:
+                self.items.pop()
+            return newest
+
+
+async def pop_under_handle_lock(tmp_path: Path) -> Any:
+    backend, lock = backend_for(tmp_path), asyncio.Lock()  # one lock per factory call: per handle
+    return lambda session_id: PopUnderHandleLock(backend, session_id, lock)
+
+
+class SessionRowCheckedAfterClear(MemorySession):
+    """``add_items`` looks for the session row and inserts it when missing, then its
+    items; ``clear_session`` deletes the row. One add racing a clear always works (the
+    add finds the row, or finds none and inserts it alone); two adds after a clear both
+    find no row, and the second insert violates the primary key."""
+
+    def __init__(self, backend: Any, session_id: str) -> None:
+        super().__init__(backend, session_id)
+        self.rows: set[str] = backend[1].setdefault("session-rows", set())
+
+    async def add_items(self, items: list[Any]) -> None:
+        if self.session_id not in self.rows:
+            await asyncio.sleep(0)  # the round trip between the SELECT and the INSERT
+            if self.session_id in self.rows:
+                raise RuntimeError("IntegrityError: duplicate key value violates unique constraint "
+                                   '"agent_sessions_pkey"')
+            self.rows.add(self.session_id)
+        await super().add_items(items)
+
+    async def clear_session(self) -> None:
+        self.rows.discard(self.session_id)
+        await super().clear_session()
+
+
+class ClassLevelCache(MemorySession):
+    """Keeps what it last wrote or read of each session in a class attribute, shared by
+    every instance of every factory call, and reads from it first: a store on a second,
+    fresh backend serves the first backend's items for the same session id."""
+
+    last: dict[str, list[Any]] = {}  # noqa: RUF012 - the bug: one dict for every backend
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        if self.session_id not in ClassLevelCache.last:
+            ClassLevelCache.last[self.session_id] = await super().get_items()
+        got = copy.deepcopy(ClassLevelCache.last[self.session_id])
+        return got if limit is None else got[-limit:] if limit else []
+
+    async def add_items(self, items: list[Any]) -> None:
+        await super().add_items(items)
+        ClassLevelCache.last[self.session_id] = await super().get_items()
+
+    async def pop_item(self) -> Any:
+        popped = await super().pop_item()
+        ClassLevelCache.last[self.session_id] = await super().get_items()
+        return popped
+
+    async def clear_session(self) -> None:
+        await super().clear_session()
+        ClassLevelCache.last[self.session_id] = []
+
+
+BROKEN += [
+    _broken("items-pop-under-handle-lock", "pop_item reads, then deletes, under a lock per handle",
+            "a per-instance asyncio.Lock around two statements", "pop_item_hands_each_item_out_once",
+            "duplicated", outer=pop_under_handle_lock, racy=True),
+    _broken("items-clear-then-adders-insert-row", "after a clear, each add inserts the missing session row",
+            "SQLAlchemySession on Postgres (IntegrityError with several adders)",
+            "clear_racing_add_lands_before_or_after", "raised RuntimeError: IntegrityError: duplicate key",
+            SessionRowCheckedAfterClear, racy=True),
+    _broken("items-clear-by-pattern", "clear_session deletes every key matching the session's key*",
+            "Redis SCAN MATCH key* then DEL", "clear_session_empties_it", "clearing another session",
+            ClearByPrefix),
+    _broken("items-class-level-cache", "what a session last held, in a class attribute shared by every store",
+            "a module- or class-level cache", "item_factory_calls_share_only_their_backend",
+            "a store on another backend", ClassLevelCache),
+]

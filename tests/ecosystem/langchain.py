@@ -94,10 +94,11 @@ _SKIP = dict(NOT_IN_THE_PROTOCOL)
 _NO_IDS = {**_SKIP, "item_sessions_are_isolated": NO_SESSION_IDS}
 
 CONTENDERS: tuple[Contender, ...] = (
-    # A lambda: an in-memory history cannot be shared with a child process, so the
-    # cross-process clause is skipped, saying so.
+    # An in-memory history cannot be shared with a child process (a forked one has a copy):
+    # the cross-process clause is skipped, saying so.
     Contender("InMemoryChatMessageHistory", "langchain-core",
-              lambda: chat_histories(lambda tmp_path: _memory_opener(tmp_path), session_ids=False), skip=_NO_IDS),
+              lambda: chat_histories(lambda tmp_path: _memory_opener(tmp_path), session_ids=False),
+              skip={**_NO_IDS, "adds_from_processes_land_whole": "an in-memory history lives in one process"}),
     Contender("FileChatMessageHistory", "langchain-community",
               lambda: chat_histories(file_opener, session_ids=False), skip=_NO_IDS),
     Contender("SQLChatMessageHistory (SQLite)", "langchain-community",
@@ -148,6 +149,19 @@ DEFECTS: tuple[Defect, ...] = (
     _d(_SQLITE, "adds_from_processes_land_whole", "The constructor creates the table by check-then-CREATE TABLE: "
        "another process creating it in between makes it raise 'table message_store already exists'.",
        "sql_sqlite_create_table_race"),
+    _d(_SQLITE, "first_calls_on_a_fresh_backend_succeed", "Constructors racing on a fresh file: create_all "
+       "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'table message_store "
+       "already exists'.", "sql_sqlite_create_table_race"),
+    _d(_SQLPG, "first_calls_on_a_fresh_backend_succeed", "Constructors racing on a fresh database: create_all "
+       "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'relation "
+       "message_store already exists' (or PostgreSQL's catalog refuses the second type: pg_type_typname_nsp_index).",
+       "sql_postgres_create_table_race"),
+    _d(_MARIA, "first_calls_on_a_fresh_backend_succeed", "Constructors racing on a fresh database: create_all "
+       "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'Table "
+       "message_store already exists' (1050).", "sql_mariadb_create_table_race"),
+    _d(_SQLPG, "clear_racing_add_lands_before_or_after", "Several adders' batches racing a clear interleave: each "
+       "batch is one transaction, but rows are read ORDER BY a SERIAL id that concurrent inserts draw in turn "
+       "(beyond the protocol's promise).", "sql_postgres_batches_interleave"),
     _d(_SQLPG, "concurrent_batches_never_interleave", "Two replicas' concurrent batches interleave: each batch is "
        "one transaction, but rows are read ORDER BY a SERIAL id that concurrent inserts draw in turn (beyond the "
        "protocol's promise).", "sql_postgres_batches_interleave"),
@@ -182,4 +196,7 @@ DEFECTS: tuple[Defect, ...] = (
        "pg_history_batches_interleave"),
     _d(_PGH, "adds_from_processes_land_whole", "Batches from writers in several processes interleave (SERIAL ids "
        "drawn in turn).", "pg_history_batches_interleave"),
+    _d(_PGH, "clear_racing_add_lands_before_or_after", "Several adders' batches racing a clear interleave: rows are "
+       "read ORDER BY a SERIAL id that concurrent inserts draw in turn (beyond the protocol's promise).",
+       "pg_history_batches_interleave"),
 )

@@ -43,8 +43,8 @@ from storetest._engine.harness import Handle, Target, close_factory, enter_facto
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-__all__ = ["ChildDied", "SpawnError", "fresh_fixtures", "open_handles", "run_in_processes", "shared_connections",
-           "spawn_reference"]
+__all__ = ["ChildDied", "SpawnError", "fresh_fixtures", "handles_on_one_backend", "open_handles", "run_in_processes",
+           "shared_connections", "spawn_reference"]
 
 #: Seconds a child may take to start, open its handle and run its workload.
 CHILD_TIMEOUT: Final = 120.0
@@ -120,6 +120,23 @@ async def open_handles(t: Target, fixtures: Mapping[str, Any], n: int) -> Any:
                 errors.append(exc)
         if errors:
             raise errors[0]
+
+
+@contextlib.contextmanager
+def handles_on_one_backend(t: Target, n: int) -> Iterator[Sequence[Handle]]:
+    """``n`` handles on the clause's own backend, each from a factory call of its own,
+    for races of ``n`` callers that must not share a handle (a per-handle lock excludes
+    only its own handle's callers); closed afterwards. Without a replica the factory does
+    not promise that two calls reach one backend: the clause's own handles, then."""
+    if t.replica is None or t.factory is None:
+        yield t.handles()
+        return
+    opened = open_handles(t, t.fixtures, n)
+    handles = t.run(opened.__aenter__())
+    try:
+        yield handles
+    finally:
+        t.run(opened.__aexit__(None, None, None))
 
 
 def spawn_reference(factory: Callable[..., Any], label: str = "factory") -> tuple[str, str]:

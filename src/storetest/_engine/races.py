@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Final, TypeVar
 
+from storetest._engine.stops import in_thread
+
 __all__ = [
     "RACE_SWITCH_INTERVAL",
     "gather_all",
@@ -28,6 +30,7 @@ __all__ = [
     "in_race",
     "preemptible",
     "start_line",
+    "threaded",
     "together",
     "wait_at",
 ]
@@ -223,6 +226,25 @@ def _narrow_switch_interval() -> Iterator[None]:
             _narrowing -= 1
             if _narrowing == 0:
                 sys.setswitchinterval(_unnarrowed)
+
+
+async def threaded(call: Callable[[], T], roots: Sequence[str]) -> T:
+    """Run a plain call on a thread, as a binding hands a sync store's call (and its
+    constructor) to one (:func:`storetest._engine.stops.in_thread`: past the deadline
+    it is abandoned, not cancelled). In a race of plain calls (:func:`together` with ``threads``)
+    the thread waits at the start line first and runs :func:`preemptible` over ``roots``,
+    as a plain store's own calls do: a constructor that checks for its table, then
+    creates it, is then raced line by line, not as one step."""
+    if not in_plain_race():
+        return await in_thread(call)
+    barrier = start_line()
+
+    def run() -> T:
+        wait_at(barrier)
+        with preemptible(roots):
+            return call()
+
+    return await in_thread(run)
 
 
 async def gather_all(work: Sequence[Awaitable[T]]) -> list[T]:

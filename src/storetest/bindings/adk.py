@@ -103,10 +103,17 @@ class AdkService:
     async def create_session(self, app: str, user: str, state: dict[str, Any] | None, session_id: str) -> Any:
         return await self.service.create_session(app_name=app, user_id=user, state=state, session_id=session_id)
 
-    async def get_session(self, app: str, user: str, session_id: str) -> Any:
-        return await self.service.get_session(app_name=app, user_id=user, session_id=session_id)
+    async def get_session(self, app: str, user: str, session_id: str, options: dict[str, Any] | None = None) -> Any:
+        """ADK's ``get_session``; ``options`` given, with ``config=GetSessionConfig(**options)``."""
+        if options is None:
+            return await self.service.get_session(app_name=app, user_id=user, session_id=session_id)
+        from google.adk.sessions.base_session_service import GetSessionConfig
 
-    async def list_sessions(self, app: str, user: str) -> list[Any]:
+        return await self.service.get_session(app_name=app, user_id=user, session_id=session_id,
+                                              config=GetSessionConfig(**options))
+
+    async def list_sessions(self, app: str, user: str | None) -> list[Any]:
+        """ADK's ``list_sessions``: a user's sessions, or with ``user=None`` every user's in ``app``."""
         return list((await self.service.list_sessions(app_name=app, user_id=user)).sessions)
 
     async def append_event(self, session: Any, new_event: Any) -> Any:

@@ -19,16 +19,19 @@ caller's still fail, their verdicts beginning "beyond the protocol's promise".
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from storetest._engine.harness import StoreShapeError
-from storetest._engine.stops import in_thread
+from storetest._engine import races
+from storetest._engine.harness import StoreShapeError, code_roots
 from storetest.bindings._langchain_messages import chat_protocol, langchain, to_item, to_message
 from storetest.bindings.openai_agents import ItemHistory, ItemSessions
 from storetest.items import Item
 
 __all__ = ["ChatHistories", "ChatHistory", "chat_histories"]
+
+T = TypeVar("T")
 
 SYNC_METHODS: Final = ("add_messages", "clear")
 ASYNC_METHODS: Final = ("aget_messages", "aadd_messages", "aclear")
@@ -54,9 +57,14 @@ class ChatHistory(ItemHistory):
     """One handle on a chat-history backend, as the item clauses drive it: items in,
     LangChain messages to the history, items out (:mod:`storetest.bindings._langchain_messages`)."""
 
-    def __init__(self, opener: Callable[[str], Any], label: str, asynchronous: bool, id_limit: str) -> None:
+    def __init__(self, opener: Callable[[str], Any], label: str, asynchronous: bool, id_limit: str,
+                 kinds: set[type] | None = None) -> None:
         super().__init__(opener, label)
         self.asynchronous = asynchronous
+        #: The classes of the histories every handle of this binding opened: their code is
+        #: the store's (a fresh handle's constructor race traces it before it has a history).
+        self.kinds = set() if kinds is None else kinds
+        self._opening = threading.Lock()
         self.storetest_protocol = chat_protocol()
         self.storetest_id_limit = id_limit
         #: The history's own method names, for messages (the clauses call the item protocol's).
@@ -73,9 +81,14 @@ class ChatHistory(ItemHistory):
 
         :raises StoreShapeError: (a TypeError) the opener returned something that is not a chat history.
         """
+        with self._opening:  # a sync history is opened on a thread: one per id and handle
+            return self._open(session_id)
+
+    def _open(self, session_id: str) -> Any:
         if session_id in self._sessions:
             return self._sessions[session_id]
         opened = self._opener(session_id)
+        self.kinds.add(type(opened))
         methods = ASYNC_METHODS if self.asynchronous else SYNC_METHODS
         missing = [m for m in methods if not callable(getattr(opened, m, None))]
         if missing or not _has_messages(opened):
@@ -88,27 +101,43 @@ class ChatHistory(ItemHistory):
     async def get_items(self, session_id: str, limit: int | None = None) -> list[Item]:
         if limit is not None:
             raise TypeError("a LangChain chat history has no limit on messages")
-        history = self.session(session_id)
-        # A plain history's calls run on threads: past the deadline one is abandoned, not cancelled.
-        got = await history.aget_messages() if self.asynchronous else await in_thread(lambda: history.messages)
+        got = await self.session(session_id).aget_messages() if self.asynchronous else await self._threaded(
+            lambda: self.session(session_id).messages)
         self.returned[session_id] = got
         return [to_item(m) for m in got] if isinstance(got, list) else got
 
     async def add_items(self, session_id: str, items: list[Item]) -> None:
         messages = [to_message(i) for i in items]
         self.passed[session_id] = messages
-        history = self.session(session_id)
         if self.asynchronous:
-            await history.aadd_messages(messages)
+            await self.session(session_id).aadd_messages(messages)
         else:
-            await in_thread(history.add_messages, messages)
+            await self._threaded(lambda: self.session(session_id).add_messages(messages))
 
     async def pop_item(self, session_id: str) -> Item | None:
         raise TypeError("a LangChain chat history has no pop (its pop clauses are skipped)")
 
     async def clear_session(self, session_id: str) -> None:
-        history = self.session(session_id)
-        await (history.aclear() if self.asynchronous else in_thread(history.clear))
+        if self.asynchronous:
+            await self.session(session_id).aclear()
+        else:
+            await self._threaded(lambda: self.session(session_id).clear())
+
+    async def open_session(self, session_id: str) -> None:
+        """Construct the history for ``session_id`` and nothing more (a sync one on a
+        thread, as its calls are): what the constructor race of a fresh backend races."""
+        if self.asynchronous:
+            self.session(session_id)
+        else:
+            await self._threaded(lambda: self.session(session_id))
+
+    async def _threaded(self, call: Callable[[], T]) -> T:
+        """A sync history's call, its constructor included, on a thread (raced line by
+        line in a race of plain calls: :func:`storetest._engine.races.threaded`)."""
+        return await races.threaded(call, code_roots(self) if races.in_plain_race() else ())
+
+    def storetest_code(self) -> list[Any]:
+        return [*super().storetest_code(), *self.kinds]
 
     def __repr__(self) -> str:
         return f"<chat history from the {self._label}: {len(self._sessions)} history(ies) open>"
@@ -130,6 +159,7 @@ class ChatHistories(ItemSessions):
         super().__init__(factory, label)
         self.asynchronous = asynchronous
         self.session_ids = session_ids
+        self.kinds: set[type] = set()
         self.storetest_spawn = (factory, _async_binding if asynchronous else _sync_binding)
         self.storetest_skip = {**NOT_IN_THE_PROTOCOL, **(
             {} if session_ids is not False else {"item_sessions_are_isolated": NO_SESSION_IDS})}
@@ -137,10 +167,11 @@ class ChatHistories(ItemSessions):
         if label == "factory":
             self.storetest_replica = ChatHistories(factory, "replica", asynchronous=asynchronous,
                                                    session_ids=session_ids)
+            self.storetest_replica.kinds = self.kinds
 
     def _history(self, opener: Callable[[str], Any]) -> ItemHistory:
         return ChatHistory(opener, self.label, self.asynchronous,
-                           self.session_ids if isinstance(self.session_ids, str) else "")
+                           self.session_ids if isinstance(self.session_ids, str) else "", self.kinds)
 
     def __repr__(self) -> str:
         return f"chat_histories({self.__module__}:{self.__qualname__})"

@@ -97,6 +97,11 @@ class ItemHistory:
     async def clear_session(self, session_id: str) -> None:
         await self._call(session_id, "clear_session")
 
+    async def open_session(self, session_id: str) -> None:
+        """Open (construct) the session for ``session_id`` and call nothing on it: what
+        the constructor race of a fresh backend races."""
+        self.session(session_id)
+
     async def aclose(self) -> None:
         """Close every session this handle opened (``close()``, awaited when async);
         every one is tried, and the first error is raised after."""

@@ -217,6 +217,60 @@ def adk_events_keep_append_order(t: Target) -> None:
                 expect_events(check, p, want, _get(check, t.store, p), f"{what}: ")
 
 
+#: Events the options clause appends, one second apart from this timestamp.
+OPTION_EVENTS = 4
+_OPTION_TICK = 1_800_000_000.0
+
+
+def get_session_options(n: int, tick: float) -> list[tuple[str, dict[str, Any], slice]]:
+    """Every ``GetSessionConfig`` option at its edges, for ``n`` events stamped ``tick``,
+    ``tick + 1``...: the option's name, its value, and the slice of the events it keeps
+    (``after_timestamp`` keeps events at or after it, as ADK's services do)."""
+    recent = [(f"num_recent_events={k}", {"num_recent_events": k}, slice(n - min(k, n), n))
+              for k in (0, 1, n, n + 1)]
+    after = [("after_timestamp before the first event", {"after_timestamp": tick - 1}, slice(0, n)),
+             ("after_timestamp at event 2's timestamp", {"after_timestamp": tick + 2}, slice(2, n)),
+             ("after_timestamp between events 2 and 3", {"after_timestamp": tick + 2.5}, slice(3, n)),
+             ("after_timestamp after the last event", {"after_timestamp": tick + n}, slice(n, n)),
+             ("num_recent_events=2 and after_timestamp at event 1's",
+              {"num_recent_events": 2, "after_timestamp": tick + 1}, slice(n - 2, n))]
+    return recent + after
+
+
+@clause(needs=NEEDS)
+def adk_get_session_options_select_events(t: Target) -> None:
+    """``get_session`` with a ``GetSessionConfig`` gives the events it selects and the
+    whole state: ``num_recent_events=k`` the last ``k`` events (none for 0, every one
+    for the count or more), ``after_timestamp`` the events at or after it (every one
+    before the first, none after the last); both together, the events both keep.
+
+    Catches a service that ignores the config (every event for ``num_recent_events=0``),
+    ``if config.num_recent_events:`` (0 read as no limit), ``ORDER BY timestamp LIMIT k``
+    without ``DESC`` (the first ``k`` events), ``timestamp > after`` where ``>=`` was meant.
+    """
+    events = [event("agent", texts=(f"option {i}",), timestamp=_OPTION_TICK + i) for i in range(OPTION_EVENTS)]
+    with checking(adk_get_session_options_select_events, t.run) as check:
+        p = _place(t, "adk-options")
+        session = _create(check, t.store, p, {"kept": 1})
+        if session is RAISED:
+            return
+        for ev in events:
+            if not _append(check, t.store, p, session, ev):
+                return
+        want = [stored_form(ev) for ev in events]
+        for name, options, kept in get_session_options(OPTION_EVENTS, _OPTION_TICK):
+            got = check.call(str(p), f"get_session({name})", t.store.call("get_session", p.app, p.user, p.sid,
+                                                                            options))
+            if got is RAISED:
+                continue
+            if not expect_events(check, p, want[kept], got, f"get_session({name}) should give events "
+                                 f"{list(range(kept.start, kept.stop))} of 0..{OPTION_EVENTS - 1}: "):
+                return
+            if got is not None and got.state.get("kept") != 1:
+                check.add(str(p), f"get_session({name}) lost the session's state", {"kept": 1}, got.state)
+                return
+
+
 # --- create, state, isolation ------------------------------------------------------------
 
 
@@ -481,11 +535,13 @@ def adk_list_sessions_lists_the_users(t: Target) -> None:
     """``list_sessions(app, user)`` lists exactly that user's sessions in that app: not
     another user's (whose id differs by case or a trailing space, or extends it past any
     ASCII punctuation: ``u:x`` beside ``u``), not another app's,
-    not a deleted one; an unknown user gets an empty list; a session never created
-    reads as ``None``.
+    not a deleted one; each listed without its events; ``list_sessions(app)`` with no
+    user lists every user's sessions in the app and no other app's; an unknown user gets
+    an empty list; a session never created reads as ``None``.
 
     Catches a listing by ``LIKE`` or by a case-insensitive collation, a listing filtered
-    by app only, a prefix scan of ``app:user:`` keys, a delete that leaves the session listed.
+    by app only, a prefix scan of ``app:user:`` keys, a delete that leaves the session listed,
+    a listing that returns whole sessions with their events, one that needs a user.
     """
     with checking(adk_list_sessions_lists_the_users, t.run) as check:
         app, user = t.new_session("app-list"), t.new_session("user-list")
@@ -496,10 +552,28 @@ def adk_list_sessions_lists_the_users(t: Target) -> None:
             _create(check, t.store, _Place(app, user, sid))
         for a, u in others:
             _create(check, t.store, _Place(a, u, t.new_session("theirs")))
+        first = _Place(app, user, mine[0])
+        held = _get(check, t.store, first)
+        if held not in (RAISED, None):
+            _append(check, t.store, first, held, event("user", texts=("listed without me",)))
         listed = check.call(user, "list_sessions()", t.store.call("list_sessions", app, user))
         if listed is not RAISED and sorted(s.id for s in listed) != sorted(mine):
             check.add(user, "list_sessions() did not list exactly the user's sessions", expected=sorted(mine),
                       got=sorted(s.id for s in listed))
+        for s in listed if listed is not RAISED else ():
+            if (s.app_name, s.user_id) != (app, user) or s.events:
+                check.add(user, f"list_sessions() returned session {s.id!r} " + (
+                    f"with {len(s.events)} event(s): a listed session carries none (ADK's services list "
+                    "sessions without their events)" if s.events else
+                    f"under app {s.app_name!r} and user {s.user_id!r}"), expected="no events", got=shorten(dump(s)))
+                break
+        everyone = check.call(app, "list_sessions() of every user", t.store.call("list_sessions", app, None))
+        theirs = [a for a, _ in others].count(app)
+        if everyone is not RAISED and (sorted(s.id for s in everyone if s.user_id == user) != sorted(mine)
+                                       or len(everyone) != len(mine) + theirs or any(s.app_name != app
+                                                                                     for s in everyone)):
+            check.add(app, "list_sessions() with no user did not list exactly the app's sessions, every user's",
+                      expected=f"{len(mine) + theirs} sessions", got=sorted((s.user_id, s.id) for s in everyone))
         if check.call(user, "delete_session()", t.store.call("delete_session", app, user, mine[0])) is RAISED:
             return
         listed = check.call(user, "list_sessions() after a delete", t.store.call("list_sessions", app, user))
@@ -519,8 +593,9 @@ def adk_list_sessions_lists_the_users(t: Target) -> None:
 @clause(needs=NEEDS)
 def adk_delete_removes_only_that_session(t: Target) -> None:
     """``delete_session`` removes that session and its events and nothing else: the
-    user's other sessions keep their events and state, ``app:`` and ``user:`` state
-    stay, and a session created again with the deleted id starts empty.
+    user's other sessions keep their events and state (those whose ids extend the
+    deleted one's past any ASCII punctuation too), ``app:`` and ``user:`` state stay,
+    and a session created again with the deleted id starts empty.
 
     Catches a delete by a pattern or by user (every session of the user gone), a delete
     that leaves the events rows (they come back when the id is reused), a delete that
@@ -528,13 +603,15 @@ def adk_delete_removes_only_that_session(t: Target) -> None:
     """
     with checking(adk_delete_removes_only_that_session, t.run) as check:
         app, user = t.new_session("app-del"), t.new_session("user-del")
-        gone, kept, near = (_Place(app, user, t.new_session(s)) for s in ("gone", "kept", "gone"))
-        near.sid = gone.sid + "-2"  # a delete by LIKE 'id%' takes it too
+        gone, kept = (_Place(app, user, t.new_session(s)) for s in ("gone", "kept"))
+        # Ids the input model relates to the deleted one (x<c>y for every ASCII
+        # punctuation c): a delete by LIKE 'id%', a key pattern or a prefix takes them too.
+        related = [_Place(app, user, f"{gone.sid}{c}y") for c in inputs.PUNCTUATION]
         wants: dict[str, list[dict[str, Any]]] = {}
-        for p in (gone, kept, near):
+        for p in (gone, kept, *related):
             session = _create(check, t.store, p, {"app:a": 1, "user:u": 2, "own": str(p)} if p is gone else None)
             if session is RAISED:
-                if p is near:
+                if p in related:
                     continue
                 return
             ev = event("user", texts=(f"in {p.sid}",))
@@ -545,7 +622,7 @@ def adk_delete_removes_only_that_session(t: Target) -> None:
         got = _get(check, t.store, gone)
         if got not in (None, RAISED):
             check.add(str(gone), "get_session() of a deleted session did not return None", None, shorten(got))
-        for p in (kept, near):
+        for p in (kept, *related):
             if str(p) in wants:
                 after = _get(check, t.store, p)
                 if expect_events(check, p, wants[str(p)], after, "deleting another session changed this one: ") \

@@ -17,21 +17,38 @@ import asyncio
 import functools
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from storetest._engine import races
-from storetest._engine.backends import fresh_fixtures, open_handles, run_in_processes, shared_connections
+from storetest._engine.backends import (
+    fresh_fixtures,
+    handles_on_one_backend,
+    open_handles,
+    run_in_processes,
+    shared_connections,
+)
 from storetest._engine.failures import RAISED, Check, checking, describe_exception
 from storetest._engine.harness import Handle, Target
+
+# Callers of each race kind, each on a handle of its own (a factory call of its own):
+# a per-handle lock excludes only its own handle's callers.
+from storetest._engine.topologies import ADDERS_AGAINST_A_CLEAR, CONSTRUCTORS, RACERS
 from storetest.clauses._item_support import NEEDS, expect, labelled, protocol, read, texts_of
 from storetest.clauses._registry import clause
 from storetest.items import Item, same_items
 
 
-def _calls(t: Target, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+def _calls(t: Target, calls: list[Callable[[], Awaitable[Any]]], handles: Sequence[Handle] = ()) -> list[Any]:
     t.rng.shuffle(calls)
-    return t.race(calls)
+    return _race(t, calls, handles)
+
+
+def _race(t: Target, calls: Sequence[Callable[[], Awaitable[Any]]], handles: Sequence[Handle] = ()) -> list[Any]:
+    """:meth:`Target.race`, over ``handles`` (more than the clause's own) when given."""
+    if not handles:
+        return t.race(calls)
+    return t.run(races.together(calls, threads=not any(h.is_async for h in (*handles, *t.handles()))))
 
 
 def _account(check: Check, session: str, want: list[object], got: list[object], what: str) -> bool:
@@ -49,34 +66,36 @@ def _account(check: Check, session: str, want: list[object], got: list[object], 
     return True
 
 
+
+
 @clause(needs=NEEDS, races=True)
 def pop_item_hands_each_item_out_once(t: Target) -> None:
-    """Callers popping one session at once, through every handle, each get a different
-    item: every item is popped exactly once (lost = duplicated = 0), each caller's pops
-    come newest first, and the session ends empty.
+    """Callers popping one session at once, each through a handle of its own, each get
+    a different item: every item is popped exactly once (lost = duplicated = 0), each
+    caller's pops come newest first, and the session ends empty.
 
     Catches ``pop_item`` as a read then a delete with nothing between them locked
-    (openai-agents-python #4205), a per-call or per-handle lock, ``SELECT ... LIMIT 1``
-    then ``DELETE`` under READ COMMITTED.
+    (openai-agents-python #4205), a per-call or per-handle lock (two handles hand out one
+    item), ``SELECT ... LIMIT 1`` then ``DELETE`` under READ COMMITTED.
     """
-    with checking(pop_item_hands_each_item_out_once, t.run) as check:
+    with checking(pop_item_hands_each_item_out_once, t.run) as check, \
+            handles_on_one_backend(t, RACERS) as handles:
         for round_ in range(t.profile.race_rounds):
             t.tick()
             session = t.new_session(f"items-pop-race{round_}")
-            stored = labelled("pop", 8)
+            stored = labelled("pop", 2 * RACERS)
             if check.call(session, "add_items()", t.store.call("add_items", session, stored)) is RAISED:
                 return
-            if not _pop_round(t, check, session, stored):
+            if not _pop_round(t, check, session, stored, handles):
                 return
 
 
-def _pop_round(t: Target, check: Check, session: str, stored: list[Item]) -> bool:
-    """Four callers pop ``session`` until it is empty, at once; whether all went well."""
-    handles = t.handles()
-    popped: list[list[object]] = [[] for _ in range(4)]
+def _pop_round(t: Target, check: Check, session: str, stored: list[Item], handles: Sequence[Handle]) -> bool:
+    """A caller per handle pops ``session`` until it is empty, all at once; whether all went well."""
+    popped: list[list[object]] = [[] for _ in handles]
 
     def popper(k: int) -> Callable[[], Awaitable[None]]:
-        handle = handles[k % len(handles)]
+        handle = handles[k]
 
         async def run() -> None:
             while (got := await handle.call("pop_item", session)) is not None:
@@ -85,12 +104,13 @@ def _pop_round(t: Target, check: Check, session: str, stored: list[Item]) -> boo
         return run
 
     try:
-        _calls(t, [popper(k) for k in range(4)])
+        _calls(t, [popper(k) for k in range(len(handles))], handles)
     except Exception as exc:
         check.add(session, f"a racing pop_item() raised {describe_exception(exc)}")
         return False
     texts = texts_of(stored)
-    ok = _account(check, session, texts, [x for p in popped for x in p], "items popped by racing callers")
+    ok = _account(check, session, texts, [x for p in popped for x in p],
+                  f"items popped by {len(handles)} racing callers")
     for k, mine in enumerate(popped):
         order = [texts.index(x) for x in mine if x in texts]
         if order != sorted(order, reverse=True):
@@ -99,45 +119,65 @@ def _pop_round(t: Target, check: Check, session: str, stored: list[Item]) -> boo
     return expect(check, session, [], read(check, t, session), "after every pop: ", short=True) and ok
 
 
+#: Adders racing the clear, round by round: one (the add and the clear alone), and
+#: several, where an add that checks for the session row the clear deleted meets
+#: another add creating it.
+CLEAR_ADDERS = ADDERS_AGAINST_A_CLEAR
+
+
 @clause(needs=NEEDS, races=True, symptom=True)
 def clear_racing_add_lands_before_or_after(t: Target) -> None:
-    """A ``clear_session`` racing an ``add_items`` raises nothing and leaves the
-    session as if one ran first: empty (add, then clear) or exactly the batch (clear,
-    then add), never the old items with the new, never part of the batch.
+    """A ``clear_session`` racing one or several ``add_items`` raises nothing and leaves
+    the session as if the calls ran one at a time: none of the old items, and each new
+    batch whole and adjacent or absent (absent: added before the clear), never part of a batch.
 
     Catches ``SQLAlchemySession`` on Postgres (the clear deletes the session row while
-    the add inserts under it: ``IntegrityError``), a clear that deletes items one by one
-    while new ones arrive, a Redis clear of the list that leaves the counter.
+    adds insert it again, or under it: ``IntegrityError``), an add that checks for the
+    session row, then inserts it (several adders after a clear both insert it), a clear
+    that deletes items one by one while new ones arrive, a Redis clear of the list that
+    leaves the counter.
     """
-    handles = t.handles()
-    with checking(clear_racing_add_lands_before_or_after, t.run) as check:
-        # Two calls overlap in the window that matters less often than the other races'
-        # callers do, so three times the rounds; and both orders in turn: which call
-        # starts first decides whether a check-then-insert add is caught, and a shuffle
-        # left that to a coin flip each round (scripts/race_rounds.py).
+    with checking(clear_racing_add_lands_before_or_after, t.run) as check, \
+            handles_on_one_backend(t, RACERS + 1) as handles:
+        # Both orders in turn, for each number of adders: which call starts first decides
+        # whether a check-then-insert add is caught, and a shuffle left that to a coin flip
+        # each round (scripts/race_rounds.py). Two calls overlap in the window that matters
+        # less often than the other races' callers do: three times the rounds.
         for round_ in range(3 * t.profile.race_rounds):
             t.tick()
+            adders = CLEAR_ADDERS[(round_ // 2) % len(CLEAR_ADDERS)]
             session = t.new_session(f"items-clear-race{round_}")
-            old, new = labelled("old", 2), labelled("new", 3)
+            old, new = labelled("old", 2), [labelled(f"new{k}", 3) for k in range(adders)]
             if check.call(session, "add_items()", t.store.call("add_items", session, old)) is RAISED:
                 return
-            clearer, adder = handles[0], handles[round_ % len(handles)]
-            calls = [functools.partial(clearer.call, "clear_session", session),
-                     functools.partial(adder.call, "add_items", session, new)]
+            clearer = handles[0]
+            adding = [handles[(round_ + 1 + k) % len(handles)] for k in range(adders)]
+            clear = [functools.partial(clearer.call, "clear_session", session)]
+            adds = [functools.partial(h.call, "add_items", session, batch)
+                    for h, batch in zip(adding, new, strict=True)]
+            what = "add_items()" if adders == 1 else f"{adders} add_items()"
             try:
-                t.race(calls if round_ % 2 else calls[::-1])
+                _race(t, [*adds, *clear] if round_ % 2 else [*clear, *adds], handles)
             except Exception as exc:
-                check.add(session, f"clear_session() racing add_items() raised {describe_exception(exc)}")
+                check.add(session, f"clear_session() racing {what} raised {describe_exception(exc)}")
                 return
             got = read(check, t, session)
             if got is RAISED:
                 return
-            # One message at a time (no batch in the protocol): the clear may land between two.
-            landed = [new[i:] for i in range(len(new))] if not protocol(t).atomic_batches else [new]
-            if not (same_items([], got) or any(same_items(tail, got) for tail in landed)):
-                check.add(session, "after clear_session() raced add_items(), the session is neither empty nor "
-                          "exactly the new batch: the clear and the add interleaved",
-                          expected=f"[] or {texts_of(new)}", got=str(texts_of(got)))
+            seen = texts_of(got)
+            wanted = [x for batch in new for x in texts_of(batch)]
+            stale = [x for x in seen if x in texts_of(old)]
+            counts = Counter(seen)
+            odd = [x for x in seen if x not in wanted and x not in stale] + [x for x in counts if counts[x] > 1]
+            if stale or odd:
+                check.add(session, f"after clear_session() raced {what}, the session holds "
+                          + ("old items the clear should have removed" if stale else "items not added once")
+                          + ": the clear and the add interleaved", expected="[] or whole new batches", got=seen)
+                return
+            # One message at a time (no batch in the protocol): the clear may land inside a
+            # batch, leaving its last messages.
+            batches = new if protocol(t).atomic_batches else [_landed_tail(batch, seen) for batch in new]
+            if not _contiguous(check, session, batches, seen, f"after clear_session() raced {what}, the session holds"):
                 return
 
 
@@ -168,6 +208,14 @@ def _batches_writer(handle: Handle, session: str, w: int, acked: list[object],
                 return
             acked.extend(texts_of(batch))
     return run
+
+
+def _landed_tail(batch: list[Item], seen: list[object]) -> list[Item]:
+    """The longest end of ``batch`` whose items are all in ``seen``: what a clear landing
+    between two of its messages leaves, when the protocol adds one message at a time."""
+    texts, present = texts_of(batch), set(seen)
+    k = next((i for i in range(len(batch)) if all(x in present for x in texts[i:])), len(batch))
+    return batch[k:]
 
 
 def _contiguous(check: Check, session: str, batches: list[list[Item]], seen: list[object],
@@ -248,22 +296,22 @@ def concurrent_batches_never_interleave(t: Target) -> None:
 
 @clause(needs=NEEDS, races=True)
 def concurrent_adds_lose_nothing(t: Target) -> None:
-    """Many writers through every handle, each adding several batches to one session at
-    once, all land: every item exactly once (lost = duplicated = unexpected = 0), each
-    writer's in the order it added them.
+    """Many writers, each on a handle of its own, each adding several batches to one
+    session at once, all land: every item exactly once (lost = duplicated = unexpected
+    = 0), each writer's in the order it added them.
 
     Catches concurrent first writes that drop items or raise ``IntegrityError`` on the
     session row (openai-agents-python #2722), a history rewritten from a stale copy
-    (read, append, write back), a per-call ``threading.Lock()`` (#1953).
+    (read, append, write back), a per-call ``threading.Lock()`` (#1953), a per-handle lock.
     """
-    handles = t.handles()
-    with checking(concurrent_adds_lose_nothing, t.run) as check:
+    with checking(concurrent_adds_lose_nothing, t.run) as check, handles_on_one_backend(t, RACERS) as handles:
         for round_ in range(t.profile.race_rounds):
             t.tick()
             session = t.new_session(f"items-many{round_}")
-            acked: list[list[object]] = [[] for _ in range(6)]
+            acked: list[list[object]] = [[] for _ in range(RACERS)]
             errors: list[str] = []
-            _calls(t, [_batches_writer(handles[w % len(handles)], session, w, acked[w], errors) for w in range(6)])
+            _calls(t, [_batches_writer(handles[w % len(handles)], session, w, acked[w], errors)
+                       for w in range(RACERS)], handles)
             got = read(check, t, session)
             if got is RAISED:
                 return
@@ -284,51 +332,137 @@ def concurrent_adds_lose_nothing(t: Target) -> None:
 # --- a fresh backend, child processes -----------------------------------------------------
 
 
+@clause(needs=NEEDS, replica=True)
+def item_factory_calls_share_only_their_backend(t: Target) -> None:
+    """Stores from separate factory calls share exactly their backend: two on one backend
+    see each other's adds and clears; a store on a second, fresh backend, used with the
+    same session id, sees none of the first backend's items, and its own writes reach
+    neither the first backend nor the clause's own.
+
+    Catches state kept in a class attribute or a module global (a cache, "what I last
+    wrote", a connection pool keyed by session id), shared by every store the process
+    makes, which a run through one factory call never shows.
+    """
+    session = t.new_session("items-factories")
+    with checking(item_factory_calls_share_only_their_backend, t.run) as check:
+        with fresh_fixtures(t.fixtures) as one, fresh_fixtures(t.fixtures) as two:
+            if one == dict(t.fixtures):
+                return  # nothing storetest provisions: no fresh backend to open
+            for where, want, got in t.run(_two_backends(t, one, two, session)):
+                if isinstance(got, str) or not same_items(want, got):
+                    check.add(session, f"{where}: " + (f"a call raised {got!r}" if isinstance(got, str) else
+                              f"{len(want)} item(s) expected, {len(got)} came back"),
+                              texts_of(want), got if isinstance(got, str) else texts_of(got))
+                    return
+
+
+async def _two_backends(t: Target, one: dict[str, Any], two: dict[str, Any],
+                        session: str) -> list[tuple[str, list[Item], Any]]:
+    """Two factory calls on backend ``one``, one on ``two``, all using ``session``: what
+    each read should have given and gave (an error's description for a call that raised)."""
+    first, second = labelled("backend-one", 2), labelled("backend-two", 3)
+    out: list[tuple[str, list[Item], Any]] = []
+    async with open_handles(t, one, 2) as (a, b), open_handles(t, two, 1) as (c,):
+        add, get, clear = "add_items", "get_items", "clear_session"
+        steps: list[tuple[str, Any, list[Item] | None]] = [
+            ("add through the first factory call on one backend", functools.partial(a.call, add, session, first),
+             None),
+            ("what one factory call added, read through a second factory call on the same backend",
+             functools.partial(b.call, get, session), first),
+            ("a store on another backend read the same session id before writing it",
+             functools.partial(c.call, get, session), []),
+            ("add through a store on another backend", functools.partial(c.call, add, session, second), None),
+            ("after a store on another backend added to the same session id, the first backend's items",
+             functools.partial(a.call, get, session), first),
+            ("a store on another backend read back its own items", functools.partial(c.call, get, session), second),
+            ("clear through the second factory call on one backend", functools.partial(b.call, clear, session),
+             None),
+            ("after a clear on one backend, a store on another backend's items",
+             functools.partial(c.call, get, session), second),
+            ("the clause's own backend, after stores on two others used the same session id",
+             functools.partial(t.store.call, get, session), []),
+        ]
+        for where, call, want in steps:
+            try:
+                got = await call()
+            except Exception as exc:
+                out.append((where, want or [], describe_exception(exc)))
+                break
+            if want is not None:
+                out.append((where, want, got))
+    return out
+
+
+#: What races on a fresh backend, round by round: the sessions' constructors with the
+#: first calls (each racer's first call constructs its session), the constructors alone
+#: (then the first calls one by one), the first calls alone (each session constructed
+#: beforehand, one by one, as a ``setup()`` would).
+FRESH_RACES = ("constructors and first calls", "constructors", "first calls")
+#: Handles on each fresh backend, each racing.
+FRESH_RACERS = CONSTRUCTORS
+
+
 @clause(needs=NEEDS, races=True)
 def first_calls_on_a_fresh_backend_succeed(t: Target) -> None:
     """Several handles opened on a fresh backend (a new database, directory or table
-    set each round) and making their first calls at once all succeed, and every batch
-    they added is there.
+    set each round), constructing their sessions and making their first calls at once,
+    all succeed, and every batch they added is there: whether the constructors race
+    with the first calls, alone, or the first calls race after constructors ran one by one.
 
     Catches tables created on first use without ``IF NOT EXISTS`` or a lock ("table
-    already exists", "database is locked": openai-agents-python #4987), the first
-    session row inserted by check-then-insert (``IntegrityError``, #2722), and MariaDB
-    deadlocking on concurrent first writers (``SQLAlchemySession``).
+    already exists", "database is locked": openai-agents-python #4987), a constructor that
+    checks for its table, then creates it (LangChain's ``SQLChatMessageHistory``), the
+    first session row inserted by check-then-insert (``IntegrityError``, #2722), and
+    MariaDB deadlocking on concurrent first writers (``SQLAlchemySession``).
     """
     with checking(first_calls_on_a_fresh_backend_succeed, t.run) as check:
-        for round_ in range(max(3, t.profile.race_rounds // 2)):
+        for round_ in range(max(len(FRESH_RACES), t.profile.race_rounds // 2)):
             t.tick()
+            racing = FRESH_RACES[round_ % len(FRESH_RACES)]
             session = t.new_session(f"items-fresh{round_}")
             with fresh_fixtures(t.fixtures) as fixtures:
-                errors, got = t.run(_fresh_round(t, fixtures, session))
+                errors, got = t.run(_fresh_round(t, fixtures, session, racing))
             for error in errors[:3]:
-                check.add(session, f"a first call on a fresh backend raised {error}: make table creation and "
-                          "the first session row idempotent under concurrency (IF NOT EXISTS, ON CONFLICT DO NOTHING)")
+                check.add(session, f"a first call on a fresh backend raised {error} ({racing} racing): make table "
+                          "creation and the first session row idempotent under concurrency (IF NOT EXISTS, "
+                          "ON CONFLICT DO NOTHING)")
             if got is not RAISED:
-                want = [x for w in range(3) for x in texts_of(labelled(f"first{w}", 2))]
+                want = [x for w in range(FRESH_RACERS - 1) for x in texts_of(labelled(f"first{w}", 2))]
                 _account(check, session, want, texts_of(got), "the first writers' items")
             if check.violations:
                 return
 
 
-async def _fresh_round(t: Target, fixtures: dict[str, Any], session: str) -> tuple[list[str], Any]:
+async def _fresh_round(t: Target, fixtures: dict[str, Any], session: str, racing: str) -> tuple[list[str], Any]:
     errors: list[str] = []
+    other = t.new_session("items-fresh-read")
 
-    def first(handle: Handle, k: int) -> Callable[[], Awaitable[None]]:
+    def first(handle: Handle, k: int, what: str) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
+            name = what if what == "open_session" else "add_items" if k < FRESH_RACERS - 1 else "get_items"
             try:
-                if k < 3:
-                    await handle.call("add_items", session, labelled(f"first{k}", 2))
+                if name == "add_items":
+                    await handle.call(name, session, labelled(f"first{k}", 2))
                 else:
-                    await handle.call("get_items", t.new_session("items-fresh-read"))
+                    await handle.call(name, session if k < FRESH_RACERS - 1 else other)
             except Exception as exc:
-                errors.append(f"through {handle.label} ({'add_items' if k < 3 else 'get_items'}): "
-                              f"{describe_exception(exc)}")
+                errors.append(f"through {handle.label} ({name}): {describe_exception(exc)}")
         return run
 
-    async with open_handles(t, fixtures, 4) as handles:
-        await races.together([first(h, k) for k, h in enumerate(handles)],
-                             threads=not any(h.is_async for h in handles))
+    async with open_handles(t, fixtures, FRESH_RACERS) as handles:
+        constructs = all(callable(getattr(h.raw, "open_session", None)) for h in handles)
+        threads = not any(h.is_async and not h.threaded for h in handles)
+        if racing != "constructors and first calls" and constructs:
+            if racing == "constructors":
+                await races.together([first(h, k, "open_session") for k, h in enumerate(handles)], threads=threads)
+            else:
+                for k, h in enumerate(handles):
+                    await first(h, k, "open_session")()
+        if racing == "constructors" and constructs:
+            for k, h in enumerate(handles):
+                await first(h, k, "call")()
+        else:
+            await races.together([first(h, k, "call") for k, h in enumerate(handles)], threads=threads)
         try:
             got = await handles[0].call("get_items", session)
         except Exception as exc:

@@ -23,7 +23,7 @@ from typing import Any
 from hypothesis import note
 from hypothesis import strategies as st
 
-from storetest._engine import strategies
+from storetest._engine import inputs, strategies
 from storetest._engine.diagnosis import shorten
 from storetest._engine.failures import RAISED, Check, checking, describe_exception
 from storetest._engine.harness import Handle, Target
@@ -268,6 +268,44 @@ def clear_session_empties_it(t: Target) -> None:
         if _add(check, session, t.store, labelled("after-clear", 2), "add_items() after a clear"):
             expect(check, session, labelled("after-clear", 2), read(check, t, session),
                    "after a clear and an add: ", short=True, elsewhere=before)
+    _clear_leaves_related_ids(t)
+
+
+def _clear_leaves_related_ids(t: Target) -> None:
+    """Clear ``x``, one side of each escape pair, a case variant and ``w``: every id the
+    input model relates to them (``x<c>y`` for each punctuation ``c``, the pair's other
+    side, the other case, ``w`` with whitespace around it) keeps its items. Ids the store
+    refuses, or merges with another (the isolation clause's failures), are left out."""
+    prefix = t.new_session("items-clear-rel-")
+    ids = [*inputs.related_ids(prefix), prefix + "case-a", prefix + "CASE-A"]
+    cleared = [prefix + "x", *(prefix + decoded for _, decoded in inputs.ESCAPE_PAIRS.values()),
+               prefix + "case-a", prefix + "w"]
+    apart = []
+    for i, session in enumerate(ids):
+        try:
+            t.run(t.store.call("add_items", session, _marked(i)))
+            if same_items(_marked(i), t.run(t.store.call("get_items", session))):
+                apart.append(session)
+        except Exception:
+            continue  # refused: a limit, the isolation clause's to report
+    apart = [s for s in apart if same_items(_marked(ids.index(s)), t.run(t.store.call("get_items", s)))]
+    with checking(clear_session_empties_it, t.run) as check:
+        for session in [s for s in cleared if s in apart]:
+            if check.call(session, "clear_session()", t.store.call("clear_session", session)) is RAISED:
+                return
+        for session in apart:
+            want = [] if session in cleared else _marked(ids.index(session))
+            got = read(check, t, session)
+            if got is RAISED or same_items(want, got):
+                continue
+            if want:
+                by = next((c for c in cleared if session.startswith(c)), None) or next(
+                    c for c in cleared if c in apart)
+                check.add(session, f"clearing another session changed this one: clear_session({by!r}) removed "
+                          f"the items of {session!r}, an id it relates to (a clear by key pattern, prefix or "
+                          "a normalized id)", texts_of(want), texts_of(got))
+            else:
+                expect(check, session, want, got, "after clear_session(): ", short=True)
 
 
 @clause(needs=NEEDS)
