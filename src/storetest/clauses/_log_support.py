@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from storetest._engine import strategies
-from storetest._engine.diagnosis import describe_log
+from storetest._engine.diagnosis import describe_id_merge, describe_log
 from storetest._engine.failures import RAISED, Check
 from storetest._engine.harness import Handle, Target
 from storetest.contract import MAX_ID_BYTES, MAX_NAME_BYTES, Message, Text, ToolCall, ToolResult
@@ -84,6 +84,27 @@ def _expect_log(check: Check, session: str, sent: Sequence[Entry], got: object, 
 def _read(check: Check, t: Target, session: str, handle: Handle | None = None) -> Any:
     h = handle or t.store
     return check.call(session, f"entries() through the {h.label}", h.call("entries", session))
+
+
+def _expect_apart(check: Check, t: Target, ids: Sequence[str], skip: set[str]) -> None:
+    """Each session of ``ids`` (but ``skip``, the refused) holds the one entry appended to
+    it, ``appended to session #i``; one holding another's is named as sessions merged."""
+    owner = {f"appended to session #{i}": i for i in range(len(ids))}
+    for i, session in enumerate(ids):
+        if session in skip:
+            continue
+        want = [_msg(f"entry-{i}", None, text=f"appended to session #{i}")]
+        got = _read(check, t, session)
+        if got is RAISED or got == want:
+            continue
+        texts = [part.text for e in got if isinstance(e, Entry) and isinstance(e.payload, Message)
+                 for part in e.payload.content if isinstance(part, Text)] if isinstance(got, list) else []
+        others = [owner[x] for x in texts if x in owner and owner[x] != i]
+        if others:
+            check.add(session, f"sessions merged: reading {session!r} gave the entries appended to "
+                      f"{ids[others[0]]!r}: " + describe_id_merge(session, ids[others[0]]))
+        else:
+            _expect_log(check, session, want, got)
 
 
 # --- what goes in comes out ------------------------------------------------------------

@@ -27,12 +27,11 @@ from storetest.bindings.adk import event
 from storetest.clauses._item_support import NEEDS as ITEM_NEEDS
 from storetest.clauses._item_support import expect, protocol, read
 from storetest.clauses._log_support import _NEEDS as LOG_NEEDS
-from storetest.clauses._log_support import T0, _expect_log, _msg, _read
+from storetest.clauses._log_support import T0, _expect_apart, _expect_log, _msg, _read
 from storetest.clauses._registry import clause
 from storetest.clauses.adk import NEEDS as ADK_NEEDS
 from storetest.clauses.adk import _create, _get, _Place, _refusal, _why_merged, expect_events, stored_form
 from storetest.clauses.items import _add, _isolation
-from storetest.contract import Message, Text
 from storetest.entries import Entry
 from storetest.items import Item, same_value
 
@@ -188,22 +187,7 @@ def _log_isolation(t: Target, ids: list[str], clause_fn: Any) -> set[str]:
             except Exception as exc:
                 check.add(session, f"append to id {session!r} raised {describe_exception(exc)}")
                 raised.add(session)
-        owner = {f"appended to session #{i}": i for i in range(len(ids))}
-        for i, session in enumerate(ids):
-            if session in raised:
-                continue
-            want = [_msg(f"entry-{i}", None, text=f"appended to session #{i}")]
-            got = _read(check, t, session)
-            if got is RAISED or got == want:
-                continue
-            texts = [part.text for e in got if isinstance(e, Entry) and isinstance(e.payload, Message)
-                     for part in e.payload.content if isinstance(part, Text)] if isinstance(got, list) else []
-            others = [owner[x] for x in texts if x in owner and owner[x] != i]
-            if others:
-                check.add(session, f"sessions merged: reading {session!r} gave the entries appended to "
-                          f"{ids[others[0]]!r}: " + describe_id_merge(session, ids[others[0]]))
-            else:
-                _expect_log(check, session, want, got)
+        _expect_apart(check, t, ids, raised)
     return raised
 
 
