@@ -180,6 +180,9 @@ class Handle:
         self.capabilities = claimed
         self.partial = partial
         self.is_async = next(iter(kinds.values()))
+        #: Async methods that hand a plain store's calls to threads (a binding of a sync
+        #: history says so): a race of them is a race of threads.
+        self.threaded = bool(getattr(store, "storetest_threaded", False))
         self.errors = errors
         self.first_error: BaseException | None = None
         self.after_first: list[bool] = []

@@ -61,6 +61,7 @@ class ChatHistory(ItemHistory):
                  kinds: set[type] | None = None) -> None:
         super().__init__(opener, label)
         self.asynchronous = asynchronous
+        self.storetest_threaded = not asynchronous  # its calls run on threads (in_thread)
         #: The classes of the histories every handle of this binding opened: their code is
         #: the store's (a fresh handle's constructor race traces it before it has a history).
         self.kinds = set() if kinds is None else kinds
