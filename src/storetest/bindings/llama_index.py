@@ -21,13 +21,13 @@ table, the same Redis database): ``get_keys`` must not list its keys.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 from storetest._engine.harness import StoreShapeError, close_factory, enter_factory, parameter_names
+from storetest._engine.stops import in_thread
 from storetest.bindings._llama_index_messages import chat_protocol, llama_types, to_item, to_message
 from storetest.bindings._support import close_resource, run_all
 from storetest.bindings.openai_agents import _OWNED, ItemHistory, ItemSessions
@@ -88,11 +88,14 @@ class ChatStore(ItemHistory):
     def storetest_code(self) -> list[Any]:
         return [self.store]
 
+    async def open_session(self, session_id: str) -> None:
+        """Nothing to construct per key: the factory made the one store every key is in."""
+
     async def _do(self, op: str, *args: object, store: Any = None) -> Any:
         method = getattr(store if store is not None else self.store, self.methods[op])
         if self.asynchronous:
             return await method(*args)
-        return await asyncio.to_thread(method, *args)
+        return await in_thread(method, *args)
 
     async def get_items(self, session_id: str, limit: int | None = None) -> list[Item]:
         if limit is not None:

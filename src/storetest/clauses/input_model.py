@@ -106,7 +106,7 @@ def item_related_ids_stay_apart(t: Target) -> None:
     refused = _isolation(t, ids, item_related_ids_stay_apart)
     with checking(item_related_ids_stay_apart, t.run) as check:
         usable = [s for s in ids if s not in refused]
-        if not usable:
+        if not usable or not protocol(t).clears:  # a history provider has no clear
             return
         cleared, others = usable[0], usable[1:]
         if check.call(cleared, "clear_session()", t.store.call("clear_session", cleared)) is RAISED:
