@@ -29,10 +29,12 @@ BROKEN = {b.name: b for b in registry()}
 
 #: Each round-3 broken store, and what the first line of its diagnosis must contain.
 FIRST_LINES = {
-    "memory-tool-result-truncated": "message 0, content[0] ToolResult.content: truncated at 65535 bytes",
-    "memory-nul-refused-and-truncated": "message 0, content[0] Text.text: truncated at 65535 bytes",
+    "memory-tool-result-truncated": "ToolResult.content: truncated at 65532 bytes of 65536 (65531 characters of "
+    "65532): MySQL TEXT or BLOB (65,535 bytes), cut at 65535 bytes mid-character",
+    "memory-nul-refused-and-truncated": "Text.text: truncated at 65532 bytes of 65536 (65531 characters of 65532): "
+    "MySQL TEXT or BLOB (65,535 bytes), cut at 65535 bytes mid-character",
     "memory-tool-name-truncated": "ToolCall.name: truncated at 64 characters of 132 (122 bytes of 256): a 64-wide",
-    "memory-attachment-truncated": "message 0, content[0] Attachment.data: truncated at 65535 bytes of 1048576",
+    "memory-attachment-truncated": "Attachment.data: truncated at 65535 bytes of 65536 (a length-limited column",
     "memory-media-type-normalized": "media_type: case changed",
     "memory-tool-calls-by-id": "3 content parts saved, 2 came back: 1 content part(s) lost: #0 (ToolCall(",
     "memory-recent-sessions-only": "session #0 of 200 was forgotten after the later ones were written",
