@@ -18,7 +18,7 @@ from sqlalchemy.orm import sessionmaker
 from storetest import databases
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _probe import once_before, text
+from _llama_probe import once_before, text
 
 
 def main(storetest_postgres_url: str | None = None) -> None:

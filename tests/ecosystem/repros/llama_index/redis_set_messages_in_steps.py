@@ -14,7 +14,7 @@ from llama_index.storage.chat_store.redis import RedisChatStore
 from storetest import databases
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _probe import probe
+from _llama_probe import probe
 
 
 def main(storetest_redis_url: str | None = None) -> None:

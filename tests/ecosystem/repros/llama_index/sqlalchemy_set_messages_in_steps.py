@@ -16,7 +16,7 @@ from llama_index.core.llms import ChatMessage
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _probe import probe
+from _llama_probe import probe
 
 
 def _read(url: str, seen: list[list[str]]) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import sessionmaker
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _probe import once_before, text
+from _llama_probe import once_before, text
 
 
 def _store(path: Path) -> tuple[SQLiteChatStore, object]:
