@@ -15,7 +15,10 @@ from storetest._engine.inputs import Cell
 from storetest._engine.topologies import RACERS, Shapes
 from tests.instrumented_topologies import measure_topologies
 
-SEEDS = (1, 2)
+SEEDS = (1, 2, 3)
+#: Cells reached only when callers happen to be in flight together: each must be reached
+#: within the seeds (a loaded machine may serialize one round), the others on every seed.
+RACY = ("at once", "against a clear", "each on a handle", "takers", "writers", "while another")
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +27,12 @@ def per_seed() -> list[Counter[Cell]]:
 
 
 def test_every_topology_and_option_cell_is_reached(per_seed: list[Counter[Cell]]) -> None:
+    def reached(cell: Cell) -> bool:
+        hits = [bool(run[cell]) for run in per_seed]
+        return any(hits) if any(word in cell.name for word in RACY) else all(hits)
+
     missed = {str(cell): [s for s, run in zip(SEEDS, per_seed, strict=True) if not run[cell]]
-              for cell in topologies.cells() if not all(run[cell] for run in per_seed)}
+              for cell in topologies.cells() if not reached(cell)}
     assert not missed, "not reached: " + "; ".join(f"{cell} (seeds {seeds})" for cell, seeds in missed.items())
 
 
