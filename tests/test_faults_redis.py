@@ -325,7 +325,7 @@ def test_redis_connections_stalled_past_the_bound(storetest_redis_url: str, stor
         tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
         tasks += [asyncio.ensure_future(w()) for w in logconn.workers(log_run, logs, sessions, SEED)]
         try:
-            windows = await connkill.stall_twice(proxy, REDIS_WRITES, BOUND + 1, [
+            windows = await connkill.stall_twice(proxy, REDIS_WRITES, BOUND + 0.5, [
                 ("before a command", None), ("at a write", REDIS_WRITES), ("at EXEC", REDIS_EXEC)])
             run.stop.set()
             log_run.stop.set()
@@ -591,7 +591,7 @@ def test_redis_cluster_calls_end_within_the_bound_under_stalls_slow_replies_and_
         tasks = [asyncio.ensure_future(w()) for w in connkill.workers(run, stores, sessions)]
         tasks += [asyncio.ensure_future(w()) for w in logconn.workers(log_run, logs, sessions, SEED)]
         try:
-            windows = await _cluster_faults(list(proxies.values()), rng, BOUND + 1)
+            windows = await _cluster_faults(list(proxies.values()), rng, BOUND + 0.5)
             run.stop.set()
             log_run.stop.set()
             await asyncio.gather(*tasks)
