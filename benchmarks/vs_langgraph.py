@@ -107,6 +107,7 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, in
 
 def environment(cache: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STORETEST_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a second run finds the first's .pyc, as theirs (installed) does
     env["PYTHONPATH"] = str(ROOT)
     env["XDG_CACHE_HOME"] = str(cache)
     return env
