@@ -175,10 +175,10 @@ def _huge(t: Target, check: Check, text: str) -> None:
             f"{len(text):,} characters", None)
 
 
-def _field_corpora() -> Iterator[tuple[str, list[Message]]]:
+def _field_corpora(large_ones: bool) -> Iterator[tuple[str, list[Message]]]:
     """Each transcript field at each of its size cells (storetest._engine.inputs): the
-    cheap ones, then those past 64 KiB + 1 (one session a field), made one field at a
-    time so a check holds one field's large values at once."""
+    cheap ones, or (``large_ones``) those past 64 KiB + 1, made one field at a time so a
+    check holds one field's large values at once."""
     specs = {spec.name: spec for spec in inputs.FIELDS if spec.protocol == "transcripts"}
 
     def sized(name: str) -> list[str]:
@@ -187,6 +187,15 @@ def _field_corpora() -> Iterator[tuple[str, list[Message]]]:
     def large(name: str) -> list[str]:
         return inputs.large_values(specs[name])
 
+    if large_ones:
+        yield "large message text", [Message.text("user", v) for v in large("message text")]
+        yield "large arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
+                                  for i, v in enumerate(large("arguments"))]
+        yield "large tool result", [Message("tool", (ToolResult(f"call_{i}", v),))
+                                    for i, v in enumerate(large("tool result"))]
+        yield "large attachment data", [Message("user", (Attachment("application/octet-stream", v),))
+                                        for v in inputs.large_bytes(specs["attachment data"])]
+        return
     data = bytes(range(256)) * (inputs.CHEAP_LIMIT // 256 + 1)
     yield "message text", [Message.text("user", v) for v in sized("message text")]
     yield "tool name", [Message("assistant", (ToolCall(f"call_{i}", v, "{}"),))
@@ -199,13 +208,6 @@ def _field_corpora() -> Iterator[tuple[str, list[Message]]]:
     yield "media type", [Message("user", (Attachment(v, b"\x00\xff"),)) for v in sized("media type")]
     yield "attachment data", [Message("user", (Attachment("application/octet-stream", data[: len(v.encode())]),))
                               for v in sized("attachment data")]
-    yield "large message text", [Message.text("user", v) for v in large("message text")]
-    yield "large arguments", [Message("assistant", (ToolCall(f"call_{i}", "lookup", v),))
-                              for i, v in enumerate(large("arguments"))]
-    yield "large tool result", [Message("tool", (ToolResult(f"call_{i}", v),))
-                                for i, v in enumerate(large("tool result"))]
-    yield "large attachment data", [Message("user", (Attachment("application/octet-stream", v),))
-                                    for v in inputs.large_bytes(specs["attachment data"])]
 
 
 @clause()
@@ -213,16 +215,28 @@ def every_field_round_trips_at_every_size(t: Target) -> None:
     """Every field comes back whole at every size of the input model's ladder: 0, 1 and
     2^k - 1, 2^k, 2^k + 1 up to the field's limit (1 MiB + 1 for fields without one),
     counted in characters and, separately, in UTF-8 bytes with a multibyte character
-    last; steers too, all queued behind one take (the large ones behind a second), and
-    session ids at each size from 31 bytes to the 512-byte limit.
+    last; steers too (the short ones queued behind one take, each large one behind its
+    own), and session ids at each size from 31 bytes to the 512-byte limit.
 
     Catches a column that cuts at a width between the short values and 1 MiB: Oracle's
     ``VARCHAR2(4000 BYTE)`` chosen for text of up to 4,000 characters, MySQL's
     ``VARCHAR(255)`` tool name (255 characters, though the limit is 256 bytes),
     ``TEXT``'s 65,535 bytes, a cut that splits a multibyte character.
     """
+    # Steers first, the large transcripts last and each emptied once checked: a store
+    # that rewrites all its data on every call (one JSON file) then rewrites a few
+    # megabytes a few times, not tens of megabytes on every small call.
+    steer = inputs.spec("transcripts", "steer text")
     with checking(every_field_round_trips_at_every_size, t.run) as check:
-        for field, corpus in _field_corpora():
+        # The short ones behind one take (over 1 MiB in all), each large one behind its own.
+        queues = [inputs.size_values(steer), *([v] for v in inputs.large_values(steer))] if t.has("steers") else []
+        for queue in queues:
+            session = t.new_session("sizes-steers")
+            added = [text for text in queue
+                     if check.call(session, f"add_steer({len(text.encode())} bytes)",
+                                   t.store.add_steer(session, text)) is not RAISED]
+            check.steers(session, added, check.call(session, "take_steers()", t.store.take_steers(session)))
+        for field, corpus in _field_corpora(large_ones=False):
             if corpus:
                 _round_trip_each(t, check, t.new_session("sizes-" + field.replace(" ", "-")), corpus)
         prefix = t.new_session("size-id-")
@@ -230,15 +244,10 @@ def every_field_round_trips_at_every_size(t: Target) -> None:
             sent = [Message.text("user", f"saved to an id of {len(session.encode())} bytes")]
             if check.call(session, "save()", t.store.save(session, sent)) is not RAISED:
                 check.transcript(session, sent, check.call(session, "messages()", t.store.messages(session)))
-        if not t.has("steers"):
-            return
-        steer = inputs.spec("transcripts", "steer text")
-        for queue in (inputs.size_values(steer), inputs.large_values(steer)):
-            session = t.new_session("sizes-steers")
-            added = [text for text in queue
-                     if check.call(session, f"add_steer({len(text.encode())} bytes)",
-                                   t.store.add_steer(session, text)) is not RAISED]
-            check.steers(session, added, check.call(session, "take_steers()", t.store.take_steers(session)))
+        for field, corpus in _field_corpora(large_ones=True):
+            session = t.new_session("sizes-" + field.replace(" ", "-"))
+            _round_trip_each(t, check, session, corpus)
+            check.call(session, "save(session, []) to empty it after the check", t.store.save(session, []))
 
 
 @clause()
