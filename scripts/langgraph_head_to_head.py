@@ -102,11 +102,12 @@ def subjects(include_references: bool = True) -> list[Subject]:
     sys.path.insert(0, str(ROOT))
     from tests.broken_stores import registry
 
-    found = [Subject(b.name, "broken", b.factory, b.replica, b.bug, b.clause)
+    from tests.ecosystem import langgraph
+
+    # Each broken saver is an InMemorySaver: its data lives in one process, as the reference's does.
+    found = [Subject(b.name, "broken", b.factory, b.replica, b.bug, b.clause, skip=dict(langgraph.IN_ONE_PROCESS))
              for b in registry() if b.backend == "checkpoint"]
     if include_references:
-        from tests.ecosystem import langgraph
-
         found += [Subject(c.name, "reference", c.binding(), skip=dict(c.skip))
                   for c in langgraph.CONTENDERS if c.binding is not None and c.project in REFERENCE_PROJECTS]
     return found
