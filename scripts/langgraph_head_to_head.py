@@ -101,7 +101,6 @@ def subjects(include_references: bool = True) -> list[Subject]:
     """Every broken saver (backend ``checkpoint``), then the reference savers."""
     sys.path.insert(0, str(ROOT))
     from tests.broken_stores import registry
-
     from tests.ecosystem import langgraph
 
     # Each broken saver is an InMemorySaver: its data lives in one process, as the reference's does.
