@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("langgraph_head_to_head", ROOT / "scripts" / "langgraph_head_to_head.py")
+    path = ROOT / "scripts" / "langgraph_head_to_head.py"
+    spec = importlib.util.spec_from_file_location("langgraph_head_to_head", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
