@@ -48,8 +48,8 @@ NOTE = ("Not judged here: `langgraph-checkpoint-duckdb` 2.0.2 requires `langgrap
 IN_ONE_PROCESS = {"put_writes_from_processes_lose_nothing": "the saver keeps its data in one process's memory"}
 
 _MEMORY, _SQLITE, _POSTGRES = "InMemorySaver", "AsyncSqliteSaver (file)", "AsyncPostgresSaver (psycopg)"
-_MYSQL, _PLAINREDIS, _HOTKV = "AsyncMySaver (-mysql, asyncmy)", "AsyncRedisSaver (-plainredis)", "AsyncHotKVSaver (redis://)"
-_OBJECTS, _LMDB = "ObjectStorageSaver (local files)", "AsyncLMDBSaver (-lmdb)"
+_MYSQL, _PLAINREDIS, _HOTKV = "AsyncMySaver (mysql, asyncmy)", "AsyncRedisSaver (plainredis)", "AsyncHotKVSaver (redis://)"
+_OBJECTS, _LMDB = "ObjectStorageSaver (local files)", "AsyncLMDBSaver (lmdb)"
 
 CONTENDERS = [
     Contender(_MEMORY, PROJECT, lambda: memory_checkpointer, skip=IN_ONE_PROCESS),
