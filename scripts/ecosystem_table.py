@@ -57,6 +57,10 @@ the newest releases.
 
 _START = "<!-- sdk:{} -->"
 _END = "<!-- /sdk:{} -->"
+#: A block another script writes inside a section (scripts/langgraph_head_to_head.py's
+#: table): kept as it was when the section is regenerated.
+_KEPT_START = "<!-- head-to-head:{} -->"
+_KEPT_END = "<!-- /head-to-head:{} -->"
 _SHOWN = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "not claimed": "—", "error": "error"}
 
 
@@ -247,6 +251,16 @@ def _kept_sections(path: Path) -> dict[str, str]:
     return kept
 
 
+def keep_blocks(sdk: str, old: str, new: str) -> str:
+    """``new`` (a regenerated section) with the head-to-head block of ``old`` put back
+    just before its end marker."""
+    start, end = _KEPT_START.format(sdk), _KEPT_END.format(sdk)
+    if start not in old or end not in old:
+        return new
+    block = old[old.index(start) : old.index(end) + len(end)]
+    return new.replace(_END.format(sdk), f"{block}\n\n{_END.format(sdk)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=7, help="seed for every run (default 7)")
@@ -278,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             errors += [f"{contender.name}: {row.error}"] if row.error else []
             errors += [f"{contender.name}: {c}: {r.diagnosis}" for c, r in row.results.items() if r.outcome == "error"]
             rows.append(row)
-        sections[sdk], missing = render_section(sdk, module, rows)
+        section, missing = render_section(sdk, module, rows)
+        sections[sdk] = keep_blocks(sdk, sections.get(sdk, ""), section)
         unreviewed += missing
     text = _INTRO.format(seed=args.seed, profile=args.profile)
     text += "".join(f"\n{sections[sdk]}\n" for sdk in SDKS if sdk in sections)

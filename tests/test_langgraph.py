@@ -224,6 +224,77 @@ def test_the_docs_lines_drive_langgraphs_own_savers(request: pytest.FixtureReque
     assert "UntranslatableCharacter: unsupported Unicode escape sequence" in report.results[0].diagnosis
 
 
+_ENVS: dict[tuple[int, str], Any] = {}
+
+
+def lmdb_saver(tmp_path: Path) -> Any:  # LMDB opens a directory once per process: the handles share it
+    import os
+
+    import lmdb
+    from langgraph_checkpoint_lmdb import AsyncLMDBSaver
+
+    key = (os.getpid(), str(tmp_path))
+    if key not in _ENVS:
+        _ENVS[key] = lmdb.open(str(tmp_path), max_dbs=4)
+    return AsyncLMDBSaver(_ENVS[key])
+
+
+def test_the_docs_lines_drive_the_third_party_savers(request: pytest.FixtureRequest) -> None:
+    """docs/langgraph.md's lines for the third-party savers, as they are there: each
+    runs, and the clause given finds one of its defects (tests/ecosystem/langgraph.py)."""
+    from langgraph.checkpoint.hotkv import AsyncHotKVSaver
+    from langgraph.checkpoint.mysql.asyncmy import AsyncMySaver
+    from langgraph_checkpoint_objectstorage import ObjectStorageSaver
+    from langgraph_checkpoint_plainredis import AsyncRedisSaver
+
+    lines = [
+        (checkpointers(lambda storetest_mysql_url: AsyncMySaver.from_conn_string(storetest_mysql_url)),
+         "checkpoints_round_trip_exactly", "expected bytes, got bytearray"),
+        (checkpointers(lambda storetest_redis_url, storetest_redis_prefix: AsyncRedisSaver(
+            url=storetest_redis_url, prefix=storetest_redis_prefix), api="async"),
+         "checkpoint_threads_and_namespaces_are_isolated", "without escaping the separator"),
+        (checkpointers(lambda storetest_redis_url, storetest_redis_prefix: AsyncHotKVSaver.from_conn_string(
+            storetest_redis_url, prefix=storetest_redis_prefix)),
+         "checkpoint_parents_form_a_tree", "a branch's checkpoint"),
+        (checkpointers(lambda tmp_path: ObjectStorageSaver.from_conn_string(f"file://{tmp_path}")),
+         "checkpoint_list_filters_before_and_limit", "limit"),
+        (checkpointers(lmdb_saver), "checkpoint_list_filters_before_and_limit", "too many"),
+    ]
+    for line, clause, diagnosis in lines:
+        report = check(line, clauses=[clause], seed=1, fixtures=request.getfixturevalue)
+        (result,) = report.results
+        assert result.outcome == "failed" and diagnosis in result.diagnosis, f"{line!r}: {result.details}"
+
+
+def test_api_names_the_one_api_to_drive() -> None:
+    """``api="async"`` drives a saver whose sync methods only raise on its async API; an
+    API the saver does not override, or no API at all, is an error that says so."""
+
+    class AsyncOnly(InMemorySaver):
+        def put(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("use the async API")
+
+    async def aput(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return InMemorySaver.put(self, *args, **kwargs)
+
+    AsyncOnly.aput = aput  # type: ignore[method-assign]
+    clause = "checkpoint_handles_see_each_other_at_once"  # the replica handle drives the sync API
+    both = check(checkpointers(lambda tmp_path: memory_saver(tmp_path, AsyncOnly)), clauses=[clause], seed=1)
+    assert both.results[0].outcome == "failed", str(both)  # the replica drove the raising sync put
+    one = check(checkpointers(lambda tmp_path: memory_saver(tmp_path, AsyncOnly), api="async"), clauses=[clause],
+                seed=1)
+    assert one.results[0].outcome == "passed", one.results[0].details
+
+    class SyncOnly(InMemorySaver):
+        aput = aget_tuple = BaseCheckpointSaver.aput  # the base class's, as if not overridden
+
+    wrong = check(checkpointers(lambda tmp_path: memory_saver(tmp_path, SyncOnly), api="async"), clauses=[clause],
+                  seed=1)
+    assert "does not override all of aput" in str(wrong), str(wrong)
+    with pytest.raises(ValueError, match="'async' or 'sync'"):
+        checkpointers(lambda: InMemorySaver(), api="both")
+
+
 def test_the_command_takes_the_binding_by_name(tmp_path: Path) -> None:
     """``storetest check file.py:savers`` runs the clauses on the binding the file names."""
     (tmp_path / "test_savers.py").write_text(
@@ -241,6 +312,6 @@ def test_the_command_takes_the_binding_by_name(tmp_path: Path) -> None:
 def test_the_lines_are_the_pages() -> None:
     source = " ".join(Path(__file__).read_text(encoding="utf-8").split())
     lines = run_conformance_lines("langgraph.md")
-    assert len(lines) == 2
+    assert len(lines) == 7
     for line in lines:
         assert line in source, line

@@ -62,11 +62,20 @@ class ColonJoinedKeys(InMemorySaver):
         return {**config, "configurable": joined}
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        super().put(self._joined(config), checkpoint, metadata, new_versions)
+        joined = self._joined(config)
+        # A registry of the keys each thread wrote, so delete_thread is exact (as
+        # plainredis's is): the one bug is the shared key.
+        self.__dict__.setdefault("keys_of", {}).setdefault(config["configurable"]["thread_id"], set()).add(
+            joined["configurable"]["thread_id"])
+        super().put(joined, checkpoint, metadata, new_versions)
         return {"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}}
 
     def put_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         super().put_writes(self._joined(config), writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        for key in self.__dict__.get("keys_of", {}).pop(thread_id, set()):
+            super().delete_thread(key)
 
     def get_tuple(self, config: Any) -> Any:
         found = super().get_tuple(self._joined(config))
@@ -263,6 +272,22 @@ class CachedLatest(InMemorySaver):
         if key not in self.cache:
             self.cache[key] = super().get_tuple(config)
         return copy.deepcopy(self.cache[key])
+
+    # Its own writes keep its cache right: the one bug is another handle's writes unseen.
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        c = config["configurable"]
+        self.cache.pop((c["thread_id"], c.get("checkpoint_ns", "")), None)
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        c = config["configurable"]
+        self.cache.pop((c["thread_id"], c.get("checkpoint_ns", "")), None)
+        super().put_writes(config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        for key in [k for k in self.cache if k[0] == thread_id]:
+            del self.cache[key]
+        super().delete_thread(thread_id)
 
 
 class _Backend:

@@ -82,3 +82,17 @@ def test_one_sdk_rewritten_the_others_kept(tmp_path: Path, monkeypatch: pytest.M
     assert table.main(["--sdk", "adk", "--output", str(out), "--seed", "1"]) == 1  # unreviewed, and an error
     text = out.read_text(encoding="utf-8")
     assert text.index("<!-- sdk:langchain -->\nkept") < text.index("<!-- sdk:adk -->"), text
+
+
+def test_the_head_to_head_block_is_kept_when_its_section_is_regenerated(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _script()
+    out = tmp_path / "ecosystem.md"
+    block = "<!-- head-to-head:adk -->\n| kept |\n<!-- /head-to-head:adk -->"
+    out.write_text(f"<!-- sdk:adk -->\nold\n{block}\n<!-- /sdk:adk -->\n", encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "tests.ecosystem.adk", _sdk([]))
+    monkeypatch.setattr(table, "versions", lambda module: ["none"])
+    table.main(["--sdk", "adk", "--output", str(out), "--seed", "1"])
+    text = out.read_text(encoding="utf-8")
+    assert "\nold\n" not in text and text.count(block) == 1, text
+    assert text.index("| `get_items_gives_the_latest` |") < text.index(block) < text.index("<!-- /sdk:adk -->"), text

@@ -17,7 +17,8 @@ need it; several handles' first calls on a fresh backend race it), and drives:
   clauses cross them, and a clause writes through one and reads through the other.
 
 A saver that overrides only one API is judged on it, and the report says which
-(:func:`apis_of`). The values the clauses send are LangGraph's own: checkpoints built
+(:func:`apis_of`); ``checkpointers(factory, api="async")`` names the one API to drive,
+for a saver whose other API's methods only raise. The values the clauses send are LangGraph's own: checkpoints built
 by :func:`checkpoint` and versions from the saver's ``get_next_version``. LangGraph is
 imported when first needed, never by ``import storetest``; without it the error names
 ``storetest[langgraph]``.
@@ -183,7 +184,9 @@ class Checkpointers:
 
     __qualname__: str  # the outer factory's (set by look_like)
 
-    def __init__(self, factory: Any, label: str = "factory") -> None:
+    def __init__(self, factory: Any, label: str = "factory", api: str | None = None) -> None:
+        if api not in (None, "async", "sync"):
+            raise ValueError(f"checkpointers(api=...) takes 'async' or 'sync', not {api!r}")
         if not callable(factory):
             raise TypeError(
                 f"checkpointers() takes the outer factory (fixtures in, a LangGraph saver out), not "
@@ -191,11 +194,12 @@ class Checkpointers:
             )
         self.factory = factory
         self.label = label
+        self.api = api
         look_like(self, factory, "checkpointers")
         self.storetest_capabilities = ("checkpoints",)
-        self.storetest_spawn = (factory, checkpointers)
+        self.storetest_spawn = (factory, {None: checkpointers, "async": _async_only, "sync": _sync_only}[api])
         if label == "factory":
-            self.storetest_replica: Checkpointers | None = Checkpointers(factory, "replica")
+            self.storetest_replica: Checkpointers | None = Checkpointers(factory, "replica", api)
 
     def __call__(self, **fixtures: Any) -> AsyncIterator[CheckpointSaver]:
         return self._handle(fixtures)
@@ -210,6 +214,12 @@ class Checkpointers:
                 raise TypeError(f"the {self.label} of checkpointers returned {saver!r}: it must return a LangGraph "
                                 "saver (a langgraph.checkpoint.base.BaseCheckpointSaver)")
             apis = apis_of(saver)
+            if self.api is not None:
+                if self.api not in apis:
+                    raise TypeError(f"checkpointers(api={self.api!r}): the {self.label} returned "
+                                    f"{type(saver).__name__}, which does not override all of "
+                                    f"{', '.join((ASYNC if self.api == 'async' else SYNC)[:4])}")
+                apis = (self.api,)
             if not apis:
                 raise TypeError(f"the {self.label} of checkpointers returned {type(saver).__name__}, which overrides "
                                 f"neither all of {', '.join(SYNC[:4])} nor all of {', '.join(ASYNC[:4])}")
@@ -253,7 +263,7 @@ async def _close(saver: Any) -> None:
         await close_resource(saver)
 
 
-def checkpointers(factory: Any) -> Checkpointers:
+def checkpointers(factory: Any, *, api: str | None = None) -> Checkpointers:
     """Bind a LangGraph checkpointer for :func:`~storetest.run_conformance`,
     :func:`storetest.check` and ``storetest check``.
 
@@ -263,6 +273,20 @@ def checkpointers(factory: Any) -> Checkpointers:
         exited by the binding); its parameters are fixtures, filled by name. Called
         twice with the same fixtures, it must give two savers on one backend: the
         replica clauses use the second.
+    :param api: ``"async"`` or ``"sync"``: drive that API only, for a saver that
+        overrides the other's methods only to raise (``NotImplementedError``: "use the
+        async saver"); default, every API the saver overrides in full (:func:`apis_of`).
     :raises TypeError: ``factory`` is not callable.
+    :raises ValueError: ``api`` is neither.
     """
-    return Checkpointers(factory)
+    return Checkpointers(factory, api=api)
+
+
+def _async_only(factory: Any) -> Checkpointers:
+    """``checkpointers(factory, api="async")``, importable by a spawned child."""
+    return Checkpointers(factory, api="async")
+
+
+def _sync_only(factory: Any) -> Checkpointers:
+    """``checkpointers(factory, api="sync")``, importable by a spawned child."""
+    return Checkpointers(factory, api="sync")
