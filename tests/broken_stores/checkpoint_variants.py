@@ -6,7 +6,10 @@ so both APIs carry the bug, unless the bug is in the async path (a race)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from storetest import checkpointers
 from tests.broken_stores import BrokenStore
-from tests.checkpointers import memory_saver
+from tests.checkpointers import FileSaver, memory_saver
 
 
 def _with(tup: CheckpointTuple, **configurable: Any) -> CheckpointTuple:
@@ -265,6 +268,83 @@ class CachedLatest(InMemorySaver):
         return copy.deepcopy(self.cache[key])
 
 
+class DeleteInSteps(InMemorySaver):
+    """``adelete_thread`` deletes the thread's checkpoints, then its blobs, then its
+    writes, each a round trip of its own (three ``DELETE`` statements in autocommit, as
+    the SQL savers write it), so a ``put`` landing between them keeps its checkpoint row
+    and loses its values and writes."""
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.storage.pop(thread_id, None)
+        await asyncio.sleep(0.001)
+        for key in [k for k in self.blobs if k[0] == thread_id]:
+            del self.blobs[key]
+        await asyncio.sleep(0.001)
+        for key in [k for k in self.writes if k[0] == thread_id]:
+            del self.writes[key]
+
+
+class ThreadDocumentRewritten(InMemorySaver):
+    """``put`` reads the namespace's checkpoints as one document, adds the new one and
+    writes the document back, a round trip between (a JSON document per thread in a
+    key-value store, one Redis key, one file), so of two handles putting at once, the
+    one that writes last drops the other's checkpoint."""
+
+    def _rewritten(self, before: dict[str, Any], config: Any, checkpoint: Any, metadata: Any,
+                   new_versions: Any) -> Any:
+        done = InMemorySaver.put(self, config, checkpoint, metadata, new_versions)
+        c = config["configurable"]
+        namespaces, ns = self.storage[c["thread_id"]], c.get("checkpoint_ns", "")
+        namespaces[ns] = {**before, checkpoint["id"]: namespaces[ns][checkpoint["id"]]}
+        return done
+
+    def _read(self, config: Any) -> dict[str, Any]:
+        c = config["configurable"]
+        return dict(self.storage[c["thread_id"]][c.get("checkpoint_ns", "")])
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        before = self._read(config)
+        time.sleep(0.002)  # the document's round trip
+        return self._rewritten(before, config, checkpoint, metadata, new_versions)
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        before = self._read(config)
+        await asyncio.sleep(0.002)
+        return self._rewritten(before, config, checkpoint, metadata, new_versions)
+
+
+class SyncListDropsFilter(InMemorySaver):
+    """The sync ``list``, a bridge over the async one, passes ``before`` and ``limit``
+    on and drops ``filter`` (sync bridges written by hand, keyword by keyword, as
+    ``AsyncSqliteSaver``'s and ``AsyncPostgresSaver``'s sync methods are)."""
+
+    def list(self, config: Any, *, filter: Any = None, before: Any = None, limit: Any = None) -> Iterator[Any]:
+        return super().list(config, before=before, limit=limit)
+
+    async def alist(self, config: Any, *, filter: Any = None, before: Any = None,
+                    limit: Any = None) -> Any:
+        for found in InMemorySaver.list(self, config, filter=filter, before=before, limit=limit):
+            yield found
+
+
+class ThreadLockedFileSaver(FileSaver):
+    """The file saver's load-update-save of its one file under a ``threading.Lock``:
+    safe for the threads of one process, while two processes both load the file, each
+    add their write, and the one that saves last drops the other's (a third-party file
+    checkpointer, found in review upstream; any per-process lock around a shared file)."""
+
+    _lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
+
+def thread_locked_file_saver(tmp_path: Path) -> ThreadLockedFileSaver:
+    return ThreadLockedFileSaver(tmp_path)
+
+
 class _Backend:
     def __init__(self) -> None:
         self.created = False
@@ -364,4 +444,18 @@ BROKEN = [
                 "savers creating tables on first use without a lock (AsyncPostgresSaver.setup() racing itself)",
                 "checkpoint_first_calls_on_a_fresh_backend_succeed", "already exists",
                 checkpointers(setup_checks_then_creates), racy=True),
+    _broken("cp-delete-in-steps", "delete_thread deletes checkpoints, blobs and writes in three round trips",
+            "three DELETE statements in autocommit, a put landing between them", "delete_racing_put_leaves_no_part",
+            "without all of its channel values", DeleteInSteps, racy=True),
+    _broken("cp-thread-document-rewritten", "put rewrites the namespace's checkpoints as one document it read "
+            "before", "a JSON document per thread in a key-value store, one Redis key or file per thread",
+            "checkpoint_handles_putting_to_one_thread_lose_nothing", "the checkpoint is missing",
+            ThreadDocumentRewritten, racy=True),
+    _broken("cp-sync-list-drops-filter", "the sync list, a bridge over the async one, drops the filter",
+            "sync bridges over async savers, passed keyword by keyword (AsyncSqliteSaver, AsyncPostgresSaver)",
+            "checkpoint_sync_and_async_apis_agree", "too many", SyncListDropsFilter),
+    BrokenStore("cp-file-thread-locked", "a file saver's load-update-save under a threading.Lock",
+                "a third-party file checkpointer (found in review upstream); any per-process lock on a shared file",
+                "put_writes_from_processes_lose_nothing", "pending write(s) lost",
+                checkpointers(thread_locked_file_saver), racy=True),
 ]
