@@ -28,8 +28,10 @@ SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not clai
 #: What a report calls a capability when its key is not plain English; later keys build on
 #: earlier ones (a LlamaIndex chat store is an item history), so a clause lacking several is
 #: filed under the last.
+#: A checkpointer's optional methods come before it: a store lacking both is filed as no checkpointer.
 CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history", "adk": "ADK session service",
-                           "checkpoints": "LangGraph checkpointer", "deletes": "session delete",
+                           "copy_thread": "LangGraph copy_thread", "prune": "LangGraph prune",
+                           "delete_for_runs": "LangGraph delete_for_runs", "checkpoints": "LangGraph checkpointer", "deletes": "session delete",
                            "llama_index": "LlamaIndex chat store",
                            "llama_index_db": "LlamaIndex AsyncDBChatStore"}
 

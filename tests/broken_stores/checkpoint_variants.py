@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from storetest import checkpointers
 from tests.broken_stores import BrokenStore
-from tests.checkpointers import FileSaver, memory_saver
+from tests.checkpointers import FileSaver, MaintainedSaver, memory_saver
 
 
 def _with(tup: CheckpointTuple, **configurable: Any) -> CheckpointTuple:
@@ -345,6 +345,57 @@ def thread_locked_file_saver(tmp_path: Path) -> ThreadLockedFileSaver:
     return ThreadLockedFileSaver(tmp_path)
 
 
+class CopyLatestOnly(MaintainedSaver):
+    """``copy_thread`` copies each namespace's latest checkpoint, with its writes and
+    blobs, and nothing older (what the base class's docstring warns against: the copy
+    cannot rebuild state from its parents)."""
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        for ns, saved in self.storage.get(source_thread_id, {}).items():
+            if not saved:
+                continue
+            latest = max(saved)
+            self.storage[target_thread_id][ns] = {latest: saved[latest]}
+            if (source_thread_id, ns, latest) in self.writes:
+                self.writes[(target_thread_id, ns, latest)] = dict(self.writes[(source_thread_id, ns, latest)])
+        for (thread, ns, channel, version), blob in list(self.blobs.items()):
+            if thread == source_thread_id:
+                self.blobs[(target_thread_id, ns, channel, version)] = blob
+
+
+class PruneDropsSharedBlobs(MaintainedSaver):
+    """``prune(keep_latest)`` deletes the blobs of every checkpoint it drops, though the
+    kept checkpoint still reads those a channel it did not change carries (a blob table
+    keyed by (thread, ns, channel, version), shared between checkpoints, pruned by the
+    dropped checkpoints' versions)."""
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        dropped: list[tuple[str, str, str, Any]] = []
+        if strategy == "keep_latest":
+            for thread_id in thread_ids:
+                for ns, saved in self.storage.get(thread_id, {}).items():
+                    for cid, (checkpoint, _, _) in saved.items():
+                        if saved and cid != max(saved):
+                            versions = self.serde.loads_typed(checkpoint)["channel_versions"]
+                            dropped += [(thread_id, ns, c, v) for c, v in versions.items()]
+        super().prune(thread_ids, strategy=strategy)
+        for key in dropped:
+            self.blobs.pop(key, None)
+
+
+class DeleteRunsDefaultNamespace(MaintainedSaver):
+    """``delete_for_runs`` deletes the runs' checkpoints in the default namespace only
+    (a ``DELETE ... WHERE checkpoint_ns = ''`` written for graphs without subgraphs)."""
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        for thread_id, namespaces in self.storage.items():
+            saved = namespaces.get("", {})
+            for cid, (_, metadata, _) in list(saved.items()):
+                if self.serde.loads_typed(metadata).get("run_id") in set(run_ids):
+                    del saved[cid]
+                    self.writes.pop((thread_id, "", cid), None)
+
+
 class _Backend:
     def __init__(self) -> None:
         self.created = False
@@ -454,6 +505,16 @@ BROKEN = [
     _broken("cp-sync-list-drops-filter", "the sync list, a bridge over the async one, drops the filter",
             "sync bridges over async savers, passed keyword by keyword (AsyncSqliteSaver, AsyncPostgresSaver)",
             "checkpoint_sync_and_async_apis_agree", "too many", SyncListDropsFilter),
+    _broken("cp-copy-latest-only", "copy_thread copies each namespace's latest checkpoint only",
+            "what BaseCheckpointSaver.copy_thread's docstring warns against (a copy of the head)",
+            "copy_thread_copies_every_checkpoint_and_write", "the checkpoint is missing", CopyLatestOnly),
+    _broken("cp-prune-drops-shared-blobs", "prune(keep_latest) deletes the blobs the kept checkpoint still reads",
+            "a blob table shared between checkpoints, pruned by the dropped checkpoints' versions "
+            "(AsyncPostgresSaver.prune keeps the referenced ones for this)",
+            "prune_keeps_each_namespaces_latest_whole", "channel_values", PruneDropsSharedBlobs),
+    _broken("cp-runs-default-namespace", "delete_for_runs deletes in the default namespace only",
+            "a DELETE ... WHERE checkpoint_ns = '' written for graphs without subgraphs",
+            "delete_for_runs_removes_those_runs_only", "is still listed", DeleteRunsDefaultNamespace),
     BrokenStore("cp-file-thread-locked", "a file saver's load-update-save under a threading.Lock",
                 "a third-party file checkpointer (found in review upstream); any per-process lock on a shared file",
                 "put_writes_from_processes_lose_nothing", "pending write(s) lost",

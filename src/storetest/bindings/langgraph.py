@@ -17,7 +17,10 @@ need it; several handles' first calls on a fresh backend race it), and drives:
   clauses cross them, and a clause writes through one and reads through the other.
 
 A saver that overrides only one API is judged on it, and the report says which
-(:func:`apis_of`). The values the clauses send are LangGraph's own: checkpoints built
+(:func:`apis_of`). The optional ``copy_thread``, ``prune`` and ``delete_for_runs`` are
+claimed by a saver that overrides them (sync or async; the base class's raise
+``NotImplementedError``): the handle has those methods only then, so their clauses are
+"not claimed" for a saver without them (:func:`optional_of`). The values the clauses send are LangGraph's own: checkpoints built
 by :func:`checkpoint` and versions from the saver's ``get_next_version``. LangGraph is
 imported when first needed, never by ``import storetest``; without it the error names
 ``storetest[langgraph]``.
@@ -33,14 +36,16 @@ from typing import Any, Final
 from storetest._engine.harness import close_factory, enter_factory
 from storetest.bindings._support import close_resource, look_like, run_all
 
-__all__ = ["CHECKPOINT_METHODS", "CheckpointSaver", "Checkpointers", "apis_of", "checkpoint", "checkpointers",
-           "langgraph"]
+__all__ = ["CHECKPOINT_METHODS", "OPTIONAL", "CheckpointSaver", "Checkpointers", "apis_of", "checkpoint",
+           "checkpointers", "langgraph", "optional_of"]
 
 #: What the clauses call on a handle (positional; the first argument is the thread id).
 CHECKPOINT_METHODS: Final = ("put_checkpoint", "put_writes", "get_checkpoint", "list_checkpoints", "delete_thread")
 #: A saver's methods the binding drives, sync and async.
 SYNC: Final = ("put", "put_writes", "get_tuple", "list", "delete_thread")
 ASYNC: Final = tuple(f"a{m}" for m in SYNC)
+#: The base class's optional methods (each with an async twin), claimed by overriding them.
+OPTIONAL: Final = ("copy_thread", "prune", "delete_for_runs")
 
 _MISSING: Final = "the LangGraph binding needs langgraph-checkpoint: pip install 'storetest[langgraph]'"
 
@@ -85,6 +90,38 @@ def apis_of(saver: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _overrides(saver: Any, name: str) -> bool:
+    return getattr(type(saver), name, None) is not getattr(langgraph().BaseCheckpointSaver, name)
+
+
+def optional_of(saver: Any) -> dict[str, tuple[str, ...]]:
+    """The optional methods ``saver`` overrides, each with the APIs it overrides it in
+    (``{"prune": ("async", "sync")}``)."""
+    out = {}
+    for name in OPTIONAL:
+        apis = tuple(api for api, method in (("async", f"a{name}"), ("sync", name)) if _overrides(saver, method))
+        if apis:
+            out[name] = apis
+    return out
+
+
+async def _copy_thread(self: CheckpointSaver, source: str, target: str, api: str = "") -> None:
+    await self._do("copy_thread", self._api_of("copy_thread", api), source, target)
+
+
+async def _prune(self: CheckpointSaver, threads: Sequence[str], strategy: str = "keep_latest",
+                 api: str = "") -> None:
+    await self._do("prune", self._api_of("prune", api), list(threads), strategy=strategy)
+
+
+async def _delete_for_runs(self: CheckpointSaver, run_ids: Sequence[str], api: str = "") -> None:
+    await self._do("delete_for_runs", self._api_of("delete_for_runs", api), list(run_ids))
+
+
+#: The handle's method for each optional method, present when the saver claims it.
+_OPTIONAL_METHODS: Final = {"copy_thread": _copy_thread, "prune": _prune, "delete_for_runs": _delete_for_runs}
+
+
 def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
     configurable: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
     if checkpoint_id is not None:
@@ -121,6 +158,15 @@ class CheckpointSaver:
 
     def storetest_code(self) -> list[Any]:
         return [self.saver]
+
+    def _api_of(self, name: str, api: str) -> str:
+        """The API to call optional method ``name`` through: the one asked for, else
+        this handle's, else the one the saver overrides it in."""
+        overridden = optional_of(self.saver).get(name, ())
+        for choice in (api, self.api):
+            if choice in overridden:
+                return choice
+        return overridden[0] if overridden else api or self.api
 
     async def _setup(self) -> None:
         setup = getattr(self.saver, "setup", None)
@@ -192,7 +238,8 @@ class Checkpointers:
         self.factory = factory
         self.label = label
         look_like(self, factory, "checkpointers")
-        self.storetest_capabilities = ("checkpoints",)
+        # The optional ones too: which a saver claims is known once it is made.
+        self.storetest_capabilities = ("checkpoints", *OPTIONAL)
         self.storetest_spawn = (factory, checkpointers)
         if label == "factory":
             self.storetest_replica: Checkpointers | None = Checkpointers(factory, "replica")
@@ -215,7 +262,8 @@ class Checkpointers:
                                 f"neither all of {', '.join(SYNC[:4])} nor all of {', '.join(ASYNC[:4])}")
             api = apis[-1] if self.label == "replica" else apis[0]
             # Named after the saver's class, so a report names what it judged.
-            yield type(type(saver).__name__, (CheckpointSaver,), {})(saver, self.label, api, apis)
+            optional = {name: _OPTIONAL_METHODS[name] for name in optional_of(saver)}
+            yield type(type(saver).__name__, (CheckpointSaver,), optional)(saver, self.label, api, apis)
         finally:
             await run_all([functools.partial(_close, saver)] + [functools.partial(_exit, c) for c in entered]
                           + [functools.partial(close_factory, c) for _, c in reversed(closers)])
