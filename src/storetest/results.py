@@ -31,7 +31,8 @@ SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not clai
 #: A checkpointer's optional methods come before it: a store lacking both is filed as no checkpointer.
 CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history", "adk": "ADK session service",
                            "copy_thread": "LangGraph copy_thread", "prune": "LangGraph prune",
-                           "delete_for_runs": "LangGraph delete_for_runs", "checkpoints": "LangGraph checkpointer", "deletes": "session delete",
+                           "delete_for_runs": "LangGraph delete_for_runs", "checkpoints": "LangGraph checkpointer",
+                           "deletes": "session delete",
                            "llama_index": "LlamaIndex chat store",
                            "llama_index_db": "LlamaIndex AsyncDBChatStore"}
 

@@ -20,10 +20,10 @@ A saver that overrides only one API is judged on it, and the report says which
 (:func:`apis_of`). The optional ``copy_thread``, ``prune`` and ``delete_for_runs`` are
 claimed by a saver that overrides them (sync or async; the base class's raise
 ``NotImplementedError``): the handle has those methods only then, so their clauses are
-"not claimed" for a saver without them (:func:`optional_of`). The values the clauses send are LangGraph's own: checkpoints built
-by :func:`checkpoint` and versions from the saver's ``get_next_version``. LangGraph is
-imported when first needed, never by ``import storetest``; without it the error names
-``storetest[langgraph]``.
+"not claimed" for a saver without them (:func:`optional_of`). The values the clauses
+send are LangGraph's own: checkpoints built by :func:`checkpoint` and versions from the
+saver's ``get_next_version``. LangGraph is imported when first needed, never by
+``import storetest``; without it the error names ``storetest[langgraph]``.
 """
 
 from __future__ import annotations
