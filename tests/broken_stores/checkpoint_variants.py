@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import pickle
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -396,6 +397,49 @@ class DeleteRunsDefaultNamespace(MaintainedSaver):
                     self.writes.pop((thread_id, "", cid), None)
 
 
+class WriteBehindFileSaver(FileSaver):
+    """``put_writes`` returns once its writes are in a buffer in memory, saved to the
+    file with the next call (a write-behind batch; LangGraph's own ``PersistentDict``,
+    which ``InMemorySaver(factory=...)`` takes, writes to disk only at ``sync`` or
+    close): a process killed in between loses writes it acknowledged."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.buffered: list[tuple[Any, Any]] = []
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
+        self.buffered.append((args, kwargs))
+
+    def _call(self, method: Any, *args: Any, write: bool, **kwargs: Any) -> Any:
+        buffered, self.buffered = self.buffered, []
+
+        def flushed(saver: InMemorySaver, *a: Any, **k: Any) -> Any:
+            for args_, kwargs_ in buffered:
+                InMemorySaver.put_writes(saver, *args_, **kwargs_)
+            return method(saver, *a, **k)
+
+        return super()._call(flushed, *args, write=write or bool(buffered), **kwargs)
+
+
+class FileRewrittenInPlace(FileSaver):
+    """Saves its file by truncating and writing it in place, not to a temporary file
+    renamed over it: a process killed during the write leaves it torn, and every later
+    read fails."""
+
+    def _save(self) -> None:
+        data = ({t: dict(n) for t, n in self.storage.items()}, dict(self.writes), dict(self.blobs))
+        with open(self.file, "wb") as file:
+            file.write(pickle.dumps(data))
+
+
+def write_behind_file_saver(tmp_path: Path) -> WriteBehindFileSaver:
+    return WriteBehindFileSaver(tmp_path)
+
+
+def file_rewritten_in_place(tmp_path: Path) -> FileRewrittenInPlace:
+    return FileRewrittenInPlace(tmp_path)
+
+
 class _Backend:
     def __init__(self) -> None:
         self.created = False
@@ -515,6 +559,14 @@ BROKEN = [
     _broken("cp-runs-default-namespace", "delete_for_runs deletes in the default namespace only",
             "a DELETE ... WHERE checkpoint_ns = '' written for graphs without subgraphs",
             "delete_for_runs_removes_those_runs_only", "is still listed", DeleteRunsDefaultNamespace),
+    BrokenStore("cp-write-behind", "put_writes acknowledged from a buffer saved with the next call",
+                "a write-behind batch; LangGraph's PersistentDict (InMemorySaver's factory=) saves at sync or close",
+                "checkpoints_survive_a_crash", "acknowledged put_writes() missing",
+                checkpointers(write_behind_file_saver), reopen=checkpointers(write_behind_file_saver)),
+    BrokenStore("cp-file-in-place", "the saver's file truncated and rewritten in place",
+                "file savers that open(path, 'wb') and dump (no temporary file and rename)",
+                "checkpoints_survive_a_crash", "raised", checkpointers(file_rewritten_in_place),
+                reopen=checkpointers(file_rewritten_in_place)),
     BrokenStore("cp-file-thread-locked", "a file saver's load-update-save under a threading.Lock",
                 "a third-party file checkpointer (found in review upstream); any per-process lock on a shared file",
                 "put_writes_from_processes_lose_nothing", "pending write(s) lost",
