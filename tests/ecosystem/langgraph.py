@@ -30,8 +30,9 @@ _MEMORY, _SQLITE, _POSTGRES = "InMemorySaver", "AsyncSqliteSaver (file)", "Async
 
 CONTENDERS = [
     Contender(_MEMORY, PROJECT, lambda: memory_checkpointer, skip=IN_ONE_PROCESS),
-    Contender(_SQLITE, "langgraph-checkpoint-sqlite", lambda: sqlite_checkpointer),
-    Contender(_POSTGRES, "langgraph-checkpoint-postgres", lambda: postgres_checkpointer, backends=("postgres",)),
+    Contender(_SQLITE, "langgraph-checkpoint-sqlite", lambda: sqlite_checkpointer, reopen=True),
+    Contender(_POSTGRES, "langgraph-checkpoint-postgres", lambda: postgres_checkpointer, backends=("postgres",),
+              reopen=True),
 ]
 
 #: Measured once, by a loop of 40 calls of the repro's _round() on fresh databases (docs/langgraph.md).
