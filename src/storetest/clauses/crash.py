@@ -690,6 +690,8 @@ def items_survive_a_crash(t: Target) -> None:
 class _Checkpoints:
     #: Put number -> the put_writes numbers seen landed on it, of the thread judged now.
     puts: dict[int, set[int]] = field(default_factory=dict)
+    #: Calls killed in flight and not seen landed: they may still land, whole.
+    unsettled: set[int] = field(default_factory=set)
 
 
 def _checkpoint_difference(session: str, n: int, writes: set[int], got: dict[str, Any]) -> str | None:
@@ -731,10 +733,13 @@ def _judge_checkpoints(check: Check, run: _Run, r: Target, life: Life, k: int) -
         else:
             model.setdefault(n - n % 3, set()).add(n)
     flight = _in_flight(life)
+    # Calls whose outcome is unknown: this life's in flight, and earlier ones not seen landed (a
+    # database server may finish a dead client's statement after the parent has looked).
+    unsettled = state.unsettled | ({flight} if flight is not None else set())
     got = _call(check, r, session, "list()", r.store.call("list_checkpoints", session, ""))
     if got is _RAISED:
         return
-    by_id = {_checkpoint_id(session, p): p for p in [*model, *([flight] if flight is not None else [])]}
+    by_id = {_checkpoint_id(session, p): p for p in [*model, *(u for u in unsettled if u % 3 == 0)]}
     found: dict[int, dict[str, Any]] = {}
     for item in got:
         p = by_id.get(str(item.get("id"))) if isinstance(item, dict) else None
@@ -750,22 +755,29 @@ def _judge_checkpoints(check: Check, run: _Run, r: Target, life: Life, k: int) -
     if [x.get("id") for x in got] != sorted((x.get("id") for x in got), reverse=True):
         check.add(session, "after a kill, list() is not newest first", got=[x.get("id") for x in got])
         return
+    landed = {p for p in found if p not in model}
     if flight is not None and flight % 3 == 0:
         run.figures["puts in flight that landed whole" if flight in found else "puts in flight that did not land"] += 1
-        if flight in found:
-            model[flight] = set()
+    for p in landed:
+        model[p] = set()
     for p, item in sorted(found.items()):
-        writes = model[p]
-        if flight is not None and flight % 3 and flight - flight % 3 == p:
-            landed = any(w and w[0] == f"task {flight}" for w in item.get("writes") or [])
-            if landed:
-                writes = writes | {flight}
-            run.figures["writes in flight that landed whole" if landed else "writes in flight that did not land"] += 1
+        writes = set(model[p])
+        tasks = {str(w[0]) for w in item.get("writes") or [] if w}
+        for u in sorted(unsettled):
+            if u % 3 and u - u % 3 == p and f"task {u}" in tasks:
+                writes.add(u)
+                landed.add(u)
         found_difference = _checkpoint_difference(session, p, writes, item)
         if found_difference:
             check.add(session, found_difference)
             return
         model[p] = writes
+    if flight is not None and flight % 3:
+        run.figures["writes in flight that landed whole" if flight in landed else
+                    "writes in flight that did not land"] += 1
+    late = landed - {flight}
+    if late:
+        run.figures["calls that landed after the parent looked"] += len(late)
     mine = 3 * (1_000_000 + k)
     if _call(check, r, session, "the next put()", _checkpoint_call(r.store, session, mine)) is _RAISED or \
             _call(check, r, session, "the next put_writes()", _checkpoint_call(r.store, session, mine + 1)) is _RAISED:
@@ -782,9 +794,9 @@ def _judge_checkpoints(check: Check, run: _Run, r: Target, life: Life, k: int) -
         check.add(session, f"the first put and put_writes after a kill did not land whole: {wrong}")
         return
     model[mine] = {mine + 1}
-    state.puts = model
+    state.puts, state.unsettled = model, unsettled - landed
     if (k + 1) % _LIVES_PER_SESSION == 0:
-        run.session, state.puts = run.t.new_session("crash-checkpoints"), {}
+        run.session, state.puts, state.unsettled = run.t.new_session("crash-checkpoints"), {}, set()
 
 
 @clause(needs=("checkpoints",), reopen=True)
