@@ -17,13 +17,12 @@ need it; several handles' first calls on a fresh backend race it), and drives:
   clauses cross them, and a clause writes through one and reads through the other.
 
 A saver that overrides only one API is judged on it, and the report says which
-(:func:`apis_of`). The optional ``copy_thread``, ``prune`` and ``delete_for_runs`` are
-claimed by a saver that overrides them (sync or async; the base class's raise
-``NotImplementedError``): the handle has those methods only then, so their clauses are
-"not claimed" for a saver without them (:func:`optional_of`). The values the clauses
-send are LangGraph's own: checkpoints built by :func:`checkpoint` and versions from the
-saver's ``get_next_version``. LangGraph is imported when first needed, never by
-``import storetest``; without it the error names ``storetest[langgraph]``.
+(:func:`apis_of`). The optional ``copy_thread``, ``prune`` and ``delete_for_runs``: a
+handle has them where the saver overrides them, else their clauses are not claimed
+(:func:`optional_of`). The clauses send LangGraph's own values: checkpoints built by
+:func:`checkpoint`, versions from the saver's ``get_next_version``. LangGraph is imported
+when first needed, never by ``import storetest``; without it the error names
+``storetest[langgraph]``.
 """
 
 from __future__ import annotations
@@ -90,36 +89,25 @@ def apis_of(saver: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _overrides(saver: Any, name: str) -> bool:
-    return getattr(type(saver), name, None) is not getattr(langgraph().BaseCheckpointSaver, name)
-
-
 def optional_of(saver: Any) -> dict[str, tuple[str, ...]]:
     """The optional methods ``saver`` overrides, each with the APIs it overrides it in
     (``{"prune": ("async", "sync")}``)."""
-    out = {}
-    for name in OPTIONAL:
-        apis = tuple(api for api, method in (("async", f"a{name}"), ("sync", name)) if _overrides(saver, method))
-        if apis:
-            out[name] = apis
-    return out
+    base = langgraph().BaseCheckpointSaver
+    found = {name: tuple(api for api, method in (("async", f"a{name}"), ("sync", name))
+                         if getattr(type(saver), method, None) is not getattr(base, method)) for name in OPTIONAL}
+    return {name: apis for name, apis in found.items() if apis}
 
 
-async def _copy_thread(self: CheckpointSaver, source: str, target: str, api: str = "") -> None:
-    await self._do("copy_thread", self._api_of("copy_thread", api), source, target)
-
-
-async def _prune(self: CheckpointSaver, threads: Sequence[str], strategy: str = "keep_latest",
-                 api: str = "") -> None:
-    await self._do("prune", self._api_of("prune", api), list(threads), strategy=strategy)
-
-
-async def _delete_for_runs(self: CheckpointSaver, run_ids: Sequence[str], api: str = "") -> None:
-    await self._do("delete_for_runs", self._api_of("delete_for_runs", api), list(run_ids))
+def _optional(name: str, keywords: tuple[str, ...] = ()) -> Any:
+    async def call(self: CheckpointSaver, *args: Any) -> None:
+        cut = len(args) - len(keywords)
+        await self._do(name, self._api_of(name), *args[:cut], **dict(zip(keywords, args[cut:], strict=True)))
+    return call
 
 
 #: The handle's method for each optional method, present when the saver claims it.
-_OPTIONAL_METHODS: Final = {"copy_thread": _copy_thread, "prune": _prune, "delete_for_runs": _delete_for_runs}
+_OPTIONAL_METHODS: Final = {"copy_thread": _optional("copy_thread"), "prune": _optional("prune", ("strategy",)),
+                            "delete_for_runs": _optional("delete_for_runs")}
 
 
 def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -159,14 +147,9 @@ class CheckpointSaver:
     def storetest_code(self) -> list[Any]:
         return [self.saver]
 
-    def _api_of(self, name: str, api: str) -> str:
-        """The API to call optional method ``name`` through: the one asked for, else
-        this handle's, else the one the saver overrides it in."""
-        overridden = optional_of(self.saver).get(name, ())
-        for choice in (api, self.api):
-            if choice in overridden:
-                return choice
-        return overridden[0] if overridden else api or self.api
+    def _api_of(self, name: str) -> str:
+        overridden = optional_of(self.saver).get(name, ())  # this handle's API, else the one overriding it
+        return self.api if self.api in overridden or not overridden else overridden[0]
 
     async def _setup(self) -> None:
         setup = getattr(self.saver, "setup", None)
