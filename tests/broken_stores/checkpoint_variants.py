@@ -570,5 +570,7 @@ BROKEN = [
     BrokenStore("cp-file-thread-locked", "a file saver's load-update-save under a threading.Lock",
                 "a third-party file checkpointer (found in review upstream); any per-process lock on a shared file",
                 "put_writes_from_processes_lose_nothing", "pending write(s) lost",
-                checkpointers(thread_locked_file_saver), racy=True),
+                # One seed in the test command, as the item process variant: its clause writes for a
+                # second (20 of 20 seeds: python scripts/kill_seeds.py --all --only cp-file-thread-locked).
+                checkpointers(thread_locked_file_saver)),
 ]
