@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from storetest import check, checkpointers
 from storetest.bindings.langgraph import apis_of, langgraph
 from storetest.clauses import CLAUSES
-from tests.checkpointers import memory_saver
+from tests.checkpointers import MaintainedSaver, memory_saver
 from tests.pages import run_conformance_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,12 +215,17 @@ def test_the_docs_lines_drive_langgraphs_own_savers(request: pytest.FixtureReque
     postgres_line = checkpointers(lambda storetest_postgres_url: AsyncPostgresSaver.from_conn_string(
         storetest_postgres_url))
     clauses = ["checkpoint_values_keep_nul", "checkpoint_list_filters_before_and_limit",
-               "checkpoint_handles_see_each_other_at_once", "put_writes_from_processes_lose_nothing"]
-    report = check(sqlite_line, clauses=clauses, seed=1, fixtures=request.getfixturevalue)
+               "checkpoint_handles_see_each_other_at_once", "put_writes_from_processes_lose_nothing",
+               "checkpoints_survive_a_crash"]
+    report = check(sqlite_line, clauses=clauses, seed=1, fixtures=request.getfixturevalue, reopen=sqlite_line)
     assert report.capabilities == ("checkpoints",) and report.ok, str(report)
-    report = check(postgres_line, clauses=clauses[:3], seed=1, fixtures=request.getfixturevalue)
+    optional = ["copy_thread_copies_every_checkpoint_and_write", "prune_keeps_each_namespaces_latest_whole",
+                "delete_for_runs_removes_those_runs_only"]
+    report = check(postgres_line, clauses=clauses[:3] + optional, seed=1, fixtures=request.getfixturevalue)
     outcomes = {r.clause: r.outcome for r in report.results}
-    assert outcomes == {clauses[0]: "failed", clauses[1]: "passed", clauses[2]: "passed"}, str(report)
+    # AsyncPostgresSaver overrides prune (and aprune), not copy_thread or delete_for_runs.
+    assert outcomes == {clauses[0]: "failed", clauses[1]: "passed", clauses[2]: "passed", optional[0]: "not claimed",
+                        optional[1]: "passed", optional[2]: "not claimed"}, str(report)
     assert "UntranslatableCharacter: unsupported Unicode escape sequence" in report.results[0].diagnosis
 
 
@@ -293,6 +298,34 @@ def test_api_names_the_one_api_to_drive() -> None:
     assert "does not override all of aput" in str(wrong), str(wrong)
     with pytest.raises(ValueError, match="'async' or 'sync'"):
         checkpointers(lambda: InMemorySaver(), api="both")
+
+
+class _SyncPruneOnly(InMemorySaver):
+    """Overrides the sync prune alone (as a saver written sync-first may)."""
+
+    prune = MaintainedSaver.prune
+
+
+OPTIONAL = ["copy_thread_copies_every_checkpoint_and_write", "prune_keeps_each_namespaces_latest_whole",
+            "delete_for_runs_removes_those_runs_only"]
+
+
+@pytest.mark.parametrize("kind", [InMemorySaver, _SyncPruneOnly, MaintainedSaver], ids=lambda k: k.__name__)
+def test_an_optional_method_is_claimed_by_a_saver_that_overrides_it(kind: type[InMemorySaver]) -> None:
+    """copy_thread, prune and delete_for_runs are judged where the saver overrides them
+    (through the API it overrides them in: a sync prune from the async handle too), and
+    are not claimed, saying why, where it does not."""
+    report = check(checkpointers(lambda tmp_path: memory_saver(tmp_path, kind)), clauses=OPTIONAL, seed=3)
+    outcomes = {r.clause: r.outcome for r in report.results}
+    claimed = {"copy_thread", "prune", "delete_for_runs"} & {n for n in dir(kind) if n in vars(kind)}
+    for clause, name in zip(OPTIONAL, ("copy_thread", "prune", "delete_for_runs"), strict=True):
+        if name in claimed:
+            assert outcomes[clause] == "passed", str(report)
+        else:
+            result = next(r for r in report.results if r.clause == clause)
+            assert result.outcome == "not claimed", str(report)
+            assert f"does not override {name} (BaseCheckpointSaver's raises NotImplementedError" in result.diagnosis
+    assert set(report.capabilities) == {"checkpoints", *claimed}, report.capabilities
 
 
 def test_the_command_takes_the_binding_by_name(tmp_path: Path) -> None:

@@ -226,8 +226,11 @@ def _run_clause(spec: _Spec, clause: str, request: pytest.FixtureRequest) -> Non
         pytest.fail(f"the store claims {', '.join(sorted(more))} (it has the methods), but the factory's "
                     f"class or return annotation does not, so those clauses were not collected: annotate "
                     f"the factory with the store's own class", pytrace=False)
+    # A binding that declared what it lacks could not say so before opening a store: no annotation helps.
+    known = result.lacks and spec.declared is not None and set(result.lacks) <= spec.declared
     if result.outcome in ("skipped", "not claimed"):
         pytest.skip(result.diagnosis if result.outcome == "skipped" else
+                    f"not claimed: {result.diagnosis}" if known else
                     f"not claimed: {result.diagnosis}; annotate the factory's return type with the store's "
                     "class (or pass the class) and clauses it does not claim are not collected")
     if result.setup:

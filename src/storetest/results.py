@@ -28,8 +28,14 @@ SHOWN: Final = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "not clai
 #: What a report calls a capability when its key is not plain English; later keys build on
 #: earlier ones (a LlamaIndex chat store is an item history), so a clause lacking several is
 #: filed under the last.
+#: A LangGraph checkpointer's optional methods, each a capability of its own.
+OPTIONAL_CHECKPOINT_METHODS: Final = ("copy_thread", "prune", "delete_for_runs")
+
+#: A checkpointer's optional methods come before it: a store lacking both is filed as no checkpointer.
 CAPABILITY_NAMES: Final = {"log": "entry log", "items": "item history", "adk": "ADK session service",
-                           "checkpoints": "LangGraph checkpointer", "deletes": "session delete",
+                           "copy_thread": "LangGraph copy_thread", "prune": "LangGraph prune",
+                           "delete_for_runs": "LangGraph delete_for_runs", "checkpoints": "LangGraph checkpointer",
+                           "deletes": "session delete",
                            "llama_index": "LlamaIndex chat store",
                            "llama_index_db": "LlamaIndex AsyncDBChatStore"}
 
@@ -77,8 +83,14 @@ def not_claimed(clause: str, lacks: Iterable[str], methods: Mapping[str, tuple[s
     ``methods`` maps each capability to its methods (``storetest._engine.harness.CAPABILITIES``)."""
     missing = sorted(lacks)
     names = " / ".join(m for cap in missing for m in methods[cap])
-    return ClauseResult(clause, "not claimed", f"the store does not claim {', '.join(missing)} "
-                        f"(it has no {names} method)", seconds=seconds, promise=promise, topic=topic,
+    optional = [c for c in missing if c in OPTIONAL_CHECKPOINT_METHODS]
+    if optional and len(optional) == len(missing):
+        # Every LangGraph saver has the method: the base class's, which raises NotImplementedError.
+        said = (f"the saver does not override {' / '.join(optional)} (BaseCheckpointSaver's raises "
+                "NotImplementedError; it is optional)")
+    else:
+        said = f"the store does not claim {', '.join(missing)} (it has no {names} method)"
+    return ClauseResult(clause, "not claimed", said, seconds=seconds, promise=promise, topic=topic,
                         exists_for=exists_for, lacks=tuple(missing))
 
 

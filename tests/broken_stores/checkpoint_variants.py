@@ -6,7 +6,11 @@ so both APIs carry the bug, unless the bug is in the async path (a race)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import pickle
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from storetest import checkpointers
 from tests.broken_stores import BrokenStore
-from tests.checkpointers import memory_saver
+from tests.checkpointers import FileSaver, MaintainedSaver, memory_saver
 
 
 def _with(tup: CheckpointTuple, **configurable: Any) -> CheckpointTuple:
@@ -290,6 +294,177 @@ class CachedLatest(InMemorySaver):
         super().delete_thread(thread_id)
 
 
+class DeleteInSteps(InMemorySaver):
+    """``adelete_thread`` deletes the thread's checkpoints, then its blobs, then its
+    writes, each a round trip of its own (three ``DELETE`` statements in autocommit, as
+    the SQL savers write it), so a ``put`` landing between them keeps its checkpoint row
+    and loses its values and writes."""
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.storage.pop(thread_id, None)
+        await asyncio.sleep(0.001)
+        for key in [k for k in self.blobs if k[0] == thread_id]:
+            del self.blobs[key]
+        await asyncio.sleep(0.001)
+        for key in [k for k in self.writes if k[0] == thread_id]:
+            del self.writes[key]
+
+
+class ThreadDocumentRewritten(InMemorySaver):
+    """``put`` reads the namespace's checkpoints as one document, adds the new one and
+    writes the document back, a round trip between (a JSON document per thread in a
+    key-value store, one Redis key, one file), so of two handles putting at once, the
+    one that writes last drops the other's checkpoint."""
+
+    def _rewritten(self, before: dict[str, Any], config: Any, checkpoint: Any, metadata: Any,
+                   new_versions: Any) -> Any:
+        done = InMemorySaver.put(self, config, checkpoint, metadata, new_versions)
+        c = config["configurable"]
+        namespaces, ns = self.storage[c["thread_id"]], c.get("checkpoint_ns", "")
+        namespaces[ns] = {**before, checkpoint["id"]: namespaces[ns][checkpoint["id"]]}
+        return done
+
+    def _read(self, config: Any) -> dict[str, Any]:
+        c = config["configurable"]
+        return dict(self.storage[c["thread_id"]][c.get("checkpoint_ns", "")])
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        before = self._read(config)
+        time.sleep(0.002)  # the document's round trip
+        return self._rewritten(before, config, checkpoint, metadata, new_versions)
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        before = self._read(config)
+        await asyncio.sleep(0.002)
+        return self._rewritten(before, config, checkpoint, metadata, new_versions)
+
+
+class SyncListDropsFilter(InMemorySaver):
+    """The sync ``list``, a bridge over the async one, passes ``before`` and ``limit``
+    on and drops ``filter`` (sync bridges written by hand, keyword by keyword, as
+    ``AsyncSqliteSaver``'s and ``AsyncPostgresSaver``'s sync methods are)."""
+
+    def list(self, config: Any, *, filter: Any = None, before: Any = None, limit: Any = None) -> Iterator[Any]:
+        return super().list(config, before=before, limit=limit)
+
+    async def alist(self, config: Any, *, filter: Any = None, before: Any = None,
+                    limit: Any = None) -> Any:
+        for found in InMemorySaver.list(self, config, filter=filter, before=before, limit=limit):
+            yield found
+
+
+class ThreadLockedFileSaver(FileSaver):
+    """The file saver's load-update-save of its one file under a ``threading.Lock``:
+    safe for the threads of one process, while two processes both load the file, each
+    add their write, and the one that saves last drops the other's (a third-party file
+    checkpointer, found in review upstream; any per-process lock around a shared file)."""
+
+    _lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
+
+def thread_locked_file_saver(tmp_path: Path) -> ThreadLockedFileSaver:
+    return ThreadLockedFileSaver(tmp_path)
+
+
+class CopyLatestOnly(MaintainedSaver):
+    """``copy_thread`` copies each namespace's latest checkpoint, with its writes and
+    blobs, and nothing older (what the base class's docstring warns against: the copy
+    cannot rebuild state from its parents)."""
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        for ns, saved in self.storage.get(source_thread_id, {}).items():
+            if not saved:
+                continue
+            latest = max(saved)
+            self.storage[target_thread_id][ns] = {latest: saved[latest]}
+            if (source_thread_id, ns, latest) in self.writes:
+                self.writes[(target_thread_id, ns, latest)] = dict(self.writes[(source_thread_id, ns, latest)])
+        for (thread, ns, channel, version), blob in list(self.blobs.items()):
+            if thread == source_thread_id:
+                self.blobs[(target_thread_id, ns, channel, version)] = blob
+
+
+class PruneDropsSharedBlobs(MaintainedSaver):
+    """``prune(keep_latest)`` deletes the blobs of every checkpoint it drops, though the
+    kept checkpoint still reads those a channel it did not change carries (a blob table
+    keyed by (thread, ns, channel, version), shared between checkpoints, pruned by the
+    dropped checkpoints' versions)."""
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        dropped: list[tuple[str, str, str, Any]] = []
+        if strategy == "keep_latest":
+            for thread_id in thread_ids:
+                for ns, saved in self.storage.get(thread_id, {}).items():
+                    for cid, (checkpoint, _, _) in saved.items():
+                        if saved and cid != max(saved):
+                            versions = self.serde.loads_typed(checkpoint)["channel_versions"]
+                            dropped += [(thread_id, ns, c, v) for c, v in versions.items()]
+        super().prune(thread_ids, strategy=strategy)
+        for key in dropped:
+            self.blobs.pop(key, None)
+
+
+class DeleteRunsDefaultNamespace(MaintainedSaver):
+    """``delete_for_runs`` deletes the runs' checkpoints in the default namespace only
+    (a ``DELETE ... WHERE checkpoint_ns = ''`` written for graphs without subgraphs)."""
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        for thread_id, namespaces in self.storage.items():
+            saved = namespaces.get("", {})
+            for cid, (_, metadata, _) in list(saved.items()):
+                if self.serde.loads_typed(metadata).get("run_id") in set(run_ids):
+                    del saved[cid]
+                    self.writes.pop((thread_id, "", cid), None)
+
+
+class WriteBehindFileSaver(FileSaver):
+    """``put_writes`` returns once its writes are in a buffer in memory, saved to the
+    file with the next call (a write-behind batch; LangGraph's own ``PersistentDict``,
+    which ``InMemorySaver(factory=...)`` takes, writes to disk only at ``sync`` or
+    close): a process killed in between loses writes it acknowledged."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.buffered: list[tuple[Any, Any]] = []
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
+        self.buffered.append((args, kwargs))
+
+    def _call(self, method: Any, *args: Any, write: bool, **kwargs: Any) -> Any:
+        buffered, self.buffered = self.buffered, []
+
+        def flushed(saver: InMemorySaver, *a: Any, **k: Any) -> Any:
+            for args_, kwargs_ in buffered:
+                InMemorySaver.put_writes(saver, *args_, **kwargs_)
+            return method(saver, *a, **k)
+
+        return super()._call(flushed, *args, write=write or bool(buffered), **kwargs)
+
+
+class FileRewrittenInPlace(FileSaver):
+    """Saves its file by truncating and writing it in place, not to a temporary file
+    renamed over it: a process killed during the write leaves it torn, and every later
+    read fails."""
+
+    def _save(self) -> None:
+        data = ({t: dict(n) for t, n in self.storage.items()}, dict(self.writes), dict(self.blobs))
+        with open(self.file, "wb") as file:
+            file.write(pickle.dumps(data))
+
+
+def write_behind_file_saver(tmp_path: Path) -> WriteBehindFileSaver:
+    return WriteBehindFileSaver(tmp_path)
+
+
+def file_rewritten_in_place(tmp_path: Path) -> FileRewrittenInPlace:
+    return FileRewrittenInPlace(tmp_path)
+
+
 class _Backend:
     def __init__(self) -> None:
         self.created = False
@@ -389,4 +564,38 @@ BROKEN = [
                 "savers creating tables on first use without a lock (AsyncPostgresSaver.setup() racing itself)",
                 "checkpoint_first_calls_on_a_fresh_backend_succeed", "already exists",
                 checkpointers(setup_checks_then_creates), racy=True),
+    _broken("cp-delete-in-steps", "delete_thread deletes checkpoints, blobs and writes in three round trips",
+            "three DELETE statements in autocommit, a put landing between them", "delete_racing_put_leaves_no_part",
+            "without all of its channel values", DeleteInSteps, racy=True),
+    _broken("cp-thread-document-rewritten", "put rewrites the namespace's checkpoints as one document it read "
+            "before", "a JSON document per thread in a key-value store, one Redis key or file per thread",
+            "checkpoint_handles_putting_to_one_thread_lose_nothing", "the checkpoint is missing",
+            ThreadDocumentRewritten, racy=True),
+    _broken("cp-sync-list-drops-filter", "the sync list, a bridge over the async one, drops the filter",
+            "sync bridges over async savers, passed keyword by keyword (AsyncSqliteSaver, AsyncPostgresSaver)",
+            "checkpoint_sync_and_async_apis_agree", "too many", SyncListDropsFilter),
+    _broken("cp-copy-latest-only", "copy_thread copies each namespace's latest checkpoint only",
+            "what BaseCheckpointSaver.copy_thread's docstring warns against (a copy of the head)",
+            "copy_thread_copies_every_checkpoint_and_write", "the checkpoint is missing", CopyLatestOnly),
+    _broken("cp-prune-drops-shared-blobs", "prune(keep_latest) deletes the blobs the kept checkpoint still reads",
+            "a blob table shared between checkpoints, pruned by the dropped checkpoints' versions "
+            "(AsyncPostgresSaver.prune keeps the referenced ones for this)",
+            "prune_keeps_each_namespaces_latest_whole", "channel_values", PruneDropsSharedBlobs),
+    _broken("cp-runs-default-namespace", "delete_for_runs deletes in the default namespace only",
+            "a DELETE ... WHERE checkpoint_ns = '' written for graphs without subgraphs",
+            "delete_for_runs_removes_those_runs_only", "is still listed", DeleteRunsDefaultNamespace),
+    BrokenStore("cp-write-behind", "put_writes acknowledged from a buffer saved with the next call",
+                "a write-behind batch; LangGraph's PersistentDict (InMemorySaver's factory=) saves at sync or close",
+                "checkpoints_survive_a_crash", "acknowledged put_writes() missing",
+                checkpointers(write_behind_file_saver), reopen=checkpointers(write_behind_file_saver), racy=True),
+    BrokenStore("cp-file-in-place", "the saver's file truncated and rewritten in place",
+                "file savers that open(path, 'wb') and dump (no temporary file and rename)",
+                "checkpoints_survive_a_crash", "raised", checkpointers(file_rewritten_in_place),
+                reopen=checkpointers(file_rewritten_in_place), racy=True),
+    BrokenStore("cp-file-thread-locked", "a file saver's load-update-save under a threading.Lock",
+                "a third-party file checkpointer (found in review upstream); any per-process lock on a shared file",
+                "put_writes_from_processes_lose_nothing", "pending write(s) lost",
+                # One seed in the test command, as the item process variant: its clause writes for a
+                # second (20 of 20 seeds: python scripts/kill_seeds.py --all --only cp-file-thread-locked).
+                checkpointers(thread_locked_file_saver)),
 ]

@@ -41,6 +41,10 @@ CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
     "adk": ("create_session", "get_session", "list_sessions", "append_event", "delete_session"),
     # A LangGraph checkpointer, through storetest.bindings.langgraph.
     "checkpoints": ("put_checkpoint", "put_writes", "get_checkpoint", "list_checkpoints", "delete_thread"),
+    # Its optional methods, each claimed by a saver that overrides it.
+    "copy_thread": ("copy_thread",),
+    "prune": ("prune",),
+    "delete_for_runs": ("delete_for_runs",),
     # A transcript store that deletes whole sessions (Microsoft Agent Framework's
     # SessionStore, through storetest.bindings.agent_framework_sessions).
     "deletes": ("delete",),

@@ -18,9 +18,12 @@ need it; several handles' first calls on a fresh backend race it), and drives:
 
 A saver that overrides only one API is judged on it, and the report says which
 (:func:`apis_of`); ``checkpointers(factory, api="async")`` names the one API to drive,
-for a saver whose other API's methods only raise. The values the clauses send are LangGraph's own: checkpoints built
-by :func:`checkpoint` and versions from the saver's ``get_next_version``. LangGraph is
-imported when first needed, never by ``import storetest``; without it the error names
+for a saver whose other API's methods only raise. The optional ``copy_thread``,
+``prune`` and ``delete_for_runs``: a handle has them where the saver overrides them, else
+their clauses are not claimed (:func:`optional_of`). The clauses send LangGraph's own
+values: checkpoints built by :func:`checkpoint`, versions from the saver's
+``get_next_version``. LangGraph is imported when first needed, never by ``import
+storetest``; without it the error names
 ``storetest[langgraph]``.
 """
 
@@ -34,14 +37,16 @@ from typing import Any, Final
 from storetest._engine.harness import close_factory, enter_factory
 from storetest.bindings._support import close_resource, look_like, run_all
 
-__all__ = ["CHECKPOINT_METHODS", "CheckpointSaver", "Checkpointers", "apis_of", "checkpoint", "checkpointers",
-           "langgraph"]
+__all__ = ["CHECKPOINT_METHODS", "OPTIONAL", "CheckpointSaver", "Checkpointers", "apis_of", "checkpoint",
+           "checkpointers", "langgraph", "optional_of"]
 
 #: What the clauses call on a handle (positional; the first argument is the thread id).
 CHECKPOINT_METHODS: Final = ("put_checkpoint", "put_writes", "get_checkpoint", "list_checkpoints", "delete_thread")
 #: A saver's methods the binding drives, sync and async.
 SYNC: Final = ("put", "put_writes", "get_tuple", "list", "delete_thread")
 ASYNC: Final = tuple(f"a{m}" for m in SYNC)
+#: The base class's optional methods (each with an async twin), claimed by overriding them.
+OPTIONAL: Final = ("copy_thread", "prune", "delete_for_runs")
 
 _MISSING: Final = "the LangGraph binding needs langgraph-checkpoint: pip install 'storetest[langgraph]'"
 
@@ -86,6 +91,27 @@ def apis_of(saver: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def optional_of(saver: Any) -> dict[str, tuple[str, ...]]:
+    """The optional methods ``saver`` overrides, each with the APIs it overrides it in
+    (``{"prune": ("async", "sync")}``)."""
+    base = langgraph().BaseCheckpointSaver
+    found = {name: tuple(api for api, method in (("async", f"a{name}"), ("sync", name))
+                         if getattr(type(saver), method, None) is not getattr(base, method)) for name in OPTIONAL}
+    return {name: apis for name, apis in found.items() if apis}
+
+
+def _optional(name: str, keywords: tuple[str, ...] = ()) -> Any:
+    async def call(self: CheckpointSaver, *args: Any) -> None:
+        cut = len(args) - len(keywords)
+        await self._do(name, self._api_of(name), *args[:cut], **dict(zip(keywords, args[cut:], strict=True)))
+    return call
+
+
+#: The handle's method for each optional method, present when the saver claims it.
+_OPTIONAL_METHODS: Final = {"copy_thread": _optional("copy_thread"), "prune": _optional("prune", ("strategy",)),
+                            "delete_for_runs": _optional("delete_for_runs")}
+
+
 def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
     configurable: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
     if checkpoint_id is not None:
@@ -122,6 +148,10 @@ class CheckpointSaver:
 
     def storetest_code(self) -> list[Any]:
         return [self.saver]
+
+    def _api_of(self, name: str) -> str:
+        overridden = optional_of(self.saver).get(name, ())  # this handle's API, else the one overriding it
+        return self.api if self.api in overridden or not overridden else overridden[0]
 
     async def _setup(self) -> None:
         setup = getattr(self.saver, "setup", None)
@@ -196,7 +226,8 @@ class Checkpointers:
         self.label = label
         self.api = api
         look_like(self, factory, "checkpointers")
-        self.storetest_capabilities = ("checkpoints",)
+        # The optional ones too: which a saver claims is known once it is made.
+        self.storetest_capabilities = ("checkpoints", *OPTIONAL)
         self.storetest_spawn = (factory, {None: checkpointers, "async": _async_only, "sync": _sync_only}[api])
         if label == "factory":
             self.storetest_replica: Checkpointers | None = Checkpointers(factory, "replica", api)
@@ -225,7 +256,8 @@ class Checkpointers:
                                 f"neither all of {', '.join(SYNC[:4])} nor all of {', '.join(ASYNC[:4])}")
             api = apis[-1] if self.label == "replica" else apis[0]
             # Named after the saver's class, so a report names what it judged.
-            yield type(type(saver).__name__, (CheckpointSaver,), {})(saver, self.label, api, apis)
+            optional = {name: _OPTIONAL_METHODS[name] for name in optional_of(saver)}
+            yield type(type(saver).__name__, (CheckpointSaver,), optional)(saver, self.label, api, apis)
         finally:
             await run_all([functools.partial(_close, saver)] + [functools.partial(_exit, c) for c in entered]
                           + [functools.partial(close_factory, c) for _, c in reversed(closers)])

@@ -23,6 +23,8 @@
 - :mod:`~storetest.clauses.checkpoint_races`: parallel writes, two handles, a delete
   racing a put, first calls on a fresh backend, writes from processes;
 - :mod:`~storetest.clauses.checkpoint_model`: the checkpointer state machine;
+- :mod:`~storetest.clauses.checkpoint_optional`: a checkpointer's optional ``copy_thread``,
+  ``prune`` and ``delete_for_runs``, where it claims them;
 - :mod:`~storetest.clauses.deletes`: whole-session stores that delete (the ``deletes``
   capability, an Agent Framework ``SessionStore``): a delete alone and racing a save;
 - :mod:`~storetest.clauses.llama_index`: LlamaIndex chat stores (the ``llama_index``
@@ -46,7 +48,8 @@ from storetest.clauses._registry import CLAUSES, Clause, clause, clause_named
 TOPICS = (
     "content", "transcripts", "steers", "replicas", "model",
     "logs", "log_races", "log_operations", "log_model",
-    "items", "item_races", "item_model", "adk", "checkpoints", "checkpoint_races", "checkpoint_model", "deletes",
+    "items", "item_races", "item_model", "adk", "checkpoints", "checkpoint_races", "checkpoint_model",
+    "checkpoint_optional", "deletes",
     "llama_index", "input_model", "idle", "crash",
 )
 for _topic in TOPICS:

@@ -170,8 +170,10 @@ def ids_of(found: object) -> list[object]:
     return [x.get("id") if isinstance(x, dict) else x for x in found] if isinstance(found, list) else [found]
 
 
-def tuple_difference(want: Record, got: object, writes: bool = True) -> str | None:
-    """What differs between a read checkpoint tuple and ``want``; ``None`` if nothing."""
+def tuple_difference(want: Record, got: object, writes: bool = True, parent_gone: bool = False) -> str | None:
+    """What differs between a read checkpoint tuple and ``want``; ``None`` if nothing.
+
+    :param parent_gone: its parent was deleted (``prune``): no parent is right too."""
     if got is None:
         return "the checkpoint is missing (None came back)"
     assert isinstance(got, dict)
@@ -180,7 +182,7 @@ def tuple_difference(want: Record, got: object, writes: bool = True) -> str | No
                 f"{got['id']!r}, not {want.thread!r}, {want.ns!r}, {want.id!r}")
     cp = got["checkpoint"] if isinstance(got["checkpoint"], dict) else {}
     parent = (got["parent"] or {}).get("checkpoint_id")
-    if parent != want.parent:
+    if parent != want.parent and not (parent_gone and parent is None):
         latest = "the thread's newest checkpoint before it" if parent is not None else "nothing"
         return (f"parent_config names {parent!r}, not {want.parent!r} (the checkpoint_id of the config put() was "
                 f"given); it names {latest}")
@@ -231,12 +233,13 @@ def _writes_difference(want: Record, got: Sequence[Any]) -> str | None:
     return found or "pending writes differ"
 
 
-def expect_tuple(check: Check, want: Record, got: object, what: str = "", writes: bool = True) -> bool:
+def expect_tuple(check: Check, want: Record, got: object, what: str = "", writes: bool = True,
+                 parent_gone: bool = False) -> bool:
     """Record a violation unless ``got`` is ``want``'s tuple, exactly."""
     if got is RAISED:
         return False
     _LAST.clear()
-    found = tuple_difference(want, got, writes)
+    found = tuple_difference(want, got, writes, parent_gone)
     if found:
         shown = _LAST[0] if _LAST else (_shown(want), _got_shown(got))
         check.add(want.thread, what + found, *shown)

@@ -23,6 +23,7 @@ write-behind thread), a take that returns before its delete commits.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import random
@@ -118,6 +119,43 @@ def _steer(n: int) -> str:
     return f"steer {n}"
 
 
+# A checkpointer's calls: number n is a put when n % 3 == 0, else put_writes to put n - n % 3.
+# Each put sets channels of its own (named after n), so no checkpoint reads another's blob
+# and one that never landed leaves no other without its values.
+
+
+def _checkpoint_id(session: str, n: int) -> str:
+    """Put ``n``'s checkpoint id: the same in the child and the parent, increasing with
+    ``n`` (a UUID-shaped string whose last group is ``n``: ids compare as text)."""
+    h = hashlib.sha1(session.encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-6{h[12:15]}-8{h[15:18]}-{n:012x}"
+
+
+def _checkpoint_values(n: int) -> dict[str, Any]:
+    return {f"text {n}": f"put {n} " + "c" * (((n * 7919) % 17) * 3000), f"bytes {n}": bytes([n % 256, 0]) * 700}
+
+
+def _checkpoint_writes(n: int) -> list[tuple[str, Any]]:
+    return [(f"w {n}", f"write {n} " + "w" * (((n * 131) % 13) * 2000)), (f"x {n}", b"\x00" + bytes([n % 256]))]
+
+
+def _checkpoint_call(h: Handle, session: str, n: int) -> Coroutine[Any, Any, Any]:
+    if n % 3:
+        return h.call("put_writes", session, "", _checkpoint_id(session, n - n % 3), _checkpoint_writes(n),
+                      f"task {n}", f"path {n}")
+    from storetest.bindings.langgraph import checkpoint
+
+    values = _checkpoint_values(n)
+    versions = {channel: h.raw.next_version(None) for channel in values}  # type: ignore[attr-defined]
+    parent = _checkpoint_id(session, n - 3) if n >= 3 else None
+    cp = checkpoint(values, versions, checkpoint_id=_checkpoint_id(session, n))
+    return h.call("put_checkpoint", session, "", parent, cp, {"source": "loop", "step": n}, versions)
+
+
+def _checkpoint_size(n: int) -> int:
+    return sum(len(v) + 40 for _, v in (_checkpoint_writes(n) if n % 3 else _checkpoint_values(n).items()))
+
+
 @dataclass
 class _Kind:
     """One kind of store: the call a child makes as its ``n``-th, what to send back
@@ -148,6 +186,7 @@ _KINDS: Final[dict[str, _Kind]] = {
                     ack=lambda n, result: {"s": list(result)} if _takes(n) else {}, size=lambda n: 200),
     "log": _Kind(lambda h, s, n: h.call("append", s, _batch(n)),
                  size=lambda n: _text_bytes([e.payload for e in _batch(n) if isinstance(e.payload, Message)])),
+    "checkpoints": _Kind(_checkpoint_call, size=_checkpoint_size),
     "items": _Kind(lambda h, s, n: h.call("pop_item", s) if _pops(n, h) else h.call("add_items", s, _items(n)),
                    size=lambda n: 200 if _pops(n) else sum(len(i["content"]) + 40 for i in _items(n))),
 }
@@ -272,6 +311,8 @@ class _Run:
                 self.durations.append(ended - began)
         numbers = [r["n"] for r in life.records if r["k"] in ("B", "A")]
         self.next = max([first - 1, *numbers]) + 1
+        if self.kind == "checkpoints":  # each life starts with a put: its writes go to a checkpoint it put
+            self.next = -(-self.next // 3) * 3
         self.lives += 1
         self.figures["kills"] += 1
         self.figures[f"deaths by {life.death}"] += 1
@@ -640,3 +681,134 @@ def items_survive_a_crash(t: Target) -> None:
     delete commits, an add acknowledged before it is written.
     """
     _crash_clause(t, items_survive_a_crash, "items", _judge_items)
+
+
+# --- checkpointers -----------------------------------------------------------------------
+
+
+@dataclass
+class _Checkpoints:
+    #: Put number -> the put_writes numbers seen landed on it, of the thread judged now.
+    puts: dict[int, set[int]] = field(default_factory=dict)
+    #: Calls killed in flight and not seen landed: they may still land, whole.
+    unsettled: set[int] = field(default_factory=set)
+
+
+def _checkpoint_difference(session: str, n: int, writes: set[int], got: dict[str, Any]) -> str | None:
+    cp = got.get("checkpoint") if isinstance(got.get("checkpoint"), dict) else {}
+    values = (cp or {}).get("channel_values")
+    if values != _checkpoint_values(n):
+        return (f"checkpoint #{n} came back with other channel values after a kill (channels "
+                f"{sorted(values or {})}, sent {sorted(_checkpoint_values(n))}): a put landed in part")
+    parent = (got.get("parent") or {}).get("checkpoint_id")
+    if parent != (_checkpoint_id(session, n - 3) if n >= 3 else None):
+        return f"checkpoint #{n}'s parent_config changed after a kill (it names {parent!r})"
+    if (got.get("metadata") or {}).get("step") != n:
+        return f"checkpoint #{n}'s metadata changed after a kill: {shorten(got.get('metadata'))}"
+    want = [[f"task {w}", channel, value] for w in sorted(writes) for channel, value in _checkpoint_writes(w)]
+    back = [list(w) for w in got.get("writes") or []]
+    if back != want:
+        tasks = {str(w[0]) for w in back if w}
+        for w in sorted(writes):
+            count = sum(1 for x in back if x and x[0] == f"task {w}")
+            if 0 < count < len(_checkpoint_writes(w)):
+                return (f"put_writes() #{w} is in part after a kill: {count} of its {len(_checkpoint_writes(w))} "
+                        "writes (a task's writes land together or not at all)")
+        lost = [w for w in sorted(writes) if f"task {w}" not in tasks]
+        if lost:
+            return (f"{len(lost)} acknowledged put_writes() missing after a kill (#{lost[0]} on checkpoint #{n}: "
+                    "put_writes() had returned, so its writes must be there)")
+        return f"checkpoint #{n}'s pending writes changed after a kill"
+    return None
+
+
+def _judge_checkpoints(check: Check, run: _Run, r: Target, life: Life, k: int) -> None:
+    state: _Checkpoints = run.__dict__.setdefault("checkpoints", _Checkpoints())
+    session = run.session
+    model = {p: set(w) for p, w in state.puts.items()}
+    for a in life.acked():
+        n = int(a["n"])
+        if n % 3 == 0:
+            model[n] = set()
+        else:
+            model.setdefault(n - n % 3, set()).add(n)
+    flight = _in_flight(life)
+    # Calls whose outcome is unknown: this life's in flight, and earlier ones not seen landed (a
+    # database server may finish a dead client's statement after the parent has looked).
+    unsettled = state.unsettled | ({flight} if flight is not None else set())
+    got = _call(check, r, session, "list()", r.store.call("list_checkpoints", session, ""))
+    if got is _RAISED:
+        return
+    by_id = {_checkpoint_id(session, p): p for p in [*model, *(u for u in unsettled if u % 3 == 0)]}
+    found: dict[int, dict[str, Any]] = {}
+    for item in got:
+        p = by_id.get(str(item.get("id"))) if isinstance(item, dict) else None
+        if p is None:
+            check.add(session, f"after a kill, list() gives a checkpoint never put: {shorten(item)}")
+            return
+        found[p] = item
+    missing = [p for p in model if p not in found]
+    if missing:
+        check.add(session, f"{len(missing)} acknowledged checkpoint(s) missing after a kill (put() #{missing[0]} had "
+                  "returned, so it must be there)", expected=sorted(model), got=sorted(found))
+        return
+    if [x.get("id") for x in got] != sorted((x.get("id") for x in got), reverse=True):
+        check.add(session, "after a kill, list() is not newest first", got=[x.get("id") for x in got])
+        return
+    landed = {p for p in found if p not in model}
+    if flight is not None and flight % 3 == 0:
+        run.figures["puts in flight that landed whole" if flight in found else "puts in flight that did not land"] += 1
+    for p in landed:
+        model[p] = set()
+    for p, item in sorted(found.items()):
+        writes = set(model[p])
+        tasks = {str(w[0]) for w in item.get("writes") or [] if w}
+        for u in sorted(unsettled):
+            if u % 3 and u - u % 3 == p and f"task {u}" in tasks:
+                writes.add(u)
+                landed.add(u)
+        found_difference = _checkpoint_difference(session, p, writes, item)
+        if found_difference:
+            check.add(session, found_difference)
+            return
+        model[p] = writes
+    if flight is not None and flight % 3:
+        run.figures["writes in flight that landed whole" if flight in landed else
+                    "writes in flight that did not land"] += 1
+    late = landed - {flight}
+    if late:
+        run.figures["calls that landed after the parent looked"] += len(late)
+    mine = 3 * (1_000_000 + k)
+    if _call(check, r, session, "the next put()", _checkpoint_call(r.store, session, mine)) is _RAISED or \
+            _call(check, r, session, "the next put_writes()", _checkpoint_call(r.store, session, mine + 1)) is _RAISED:
+        return
+    back = _call(check, r, session, "get_tuple()", r.store.call("get_checkpoint", session, "", None))
+    if back is _RAISED:
+        return
+    if not isinstance(back, dict) or back.get("id") != _checkpoint_id(session, mine):
+        check.add(session, "the first put after a kill is not the thread's latest checkpoint",
+                  expected=_checkpoint_id(session, mine), got=back.get("id") if isinstance(back, dict) else back)
+        return
+    wrong = _checkpoint_difference(session, mine, {mine + 1}, back)
+    if wrong:
+        check.add(session, f"the first put and put_writes after a kill did not land whole: {wrong}")
+        return
+    model[mine] = {mine + 1}
+    state.puts, state.unsettled = model, unsettled - landed
+    if (k + 1) % _LIVES_PER_SESSION == 0:
+        run.session, state.puts, state.unsettled = run.t.new_session("crash-checkpoints"), {}, set()
+
+
+@clause(needs=("checkpoints",), reopen=True)
+def checkpoints_survive_a_crash(t: Target) -> None:
+    """A process killed while it puts checkpoints and their pending writes leaves, for
+    the next process to open, every acknowledged checkpoint whole (its values, parent
+    and metadata) and every acknowledged ``put_writes`` there; the call in flight has
+    landed whole or not at all (a checkpoint without its values, or some of a task's
+    writes, never); the next put and write work.
+
+    Catches writes acknowledged before they are written (a write-behind buffer, a file
+    saved at close), a checkpoint written in steps (its row, then its blobs), a file
+    rewritten in place that a kill leaves torn.
+    """
+    _crash_clause(t, checkpoints_survive_a_crash, "checkpoints", _judge_checkpoints)
