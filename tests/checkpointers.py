@@ -169,11 +169,29 @@ async def postgres_saver(storetest_postgres_url: str) -> AsyncIterator[Any]:
         yield saver
 
 
+def sync_sqlite_saver(tmp_path: Path) -> Iterator[Any]:
+    """``SqliteSaver``, the sync class (``AsyncSqliteSaver``'s sync methods only bridge)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.db")) as saver:
+        yield saver
+
+
+def sync_postgres_saver(storetest_postgres_url: str) -> Iterator[Any]:
+    """``PostgresSaver``, the sync class, on one psycopg connection (as its README shows)."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(storetest_postgres_url) as saver:
+        yield saver
+
+
 memory_checkpointer = checkpointers(memory_saver)
 file_checkpointer = checkpointers(file_saver)
 maintained_checkpointer = checkpointers(maintained_saver)
 sqlite_checkpointer = checkpointers(sqlite_saver)
 postgres_checkpointer = checkpointers(postgres_saver)
+sync_sqlite_checkpointer = checkpointers(sync_sqlite_saver)
+sync_postgres_checkpointer = checkpointers(sync_postgres_saver)
 
 
 # Third-party savers (tests/ecosystem/langgraph.py), each on the backend its README shows.

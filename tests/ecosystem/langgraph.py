@@ -1,4 +1,5 @@
-"""LangGraph's own checkpointers (langgraph-checkpoint, -sqlite, -postgres) and the
+"""LangGraph's own checkpointers (langgraph-checkpoint, -sqlite, -postgres: the async
+classes and the sync ``SqliteSaver`` and ``PostgresSaver``) and the
 third-party savers that install beside them (-mysql's asyncmy saver, -plainredis,
 -hotkv, -objectstorage, -lmdb), judged through their own public API
 (``BaseCheckpointSaver``'s methods).
@@ -20,6 +21,8 @@ from tests.checkpointers import (
     plainredis_checkpointer,
     postgres_checkpointer,
     sqlite_checkpointer,
+    sync_postgres_checkpointer,
+    sync_sqlite_checkpointer,
 )
 from tests.ecosystem.common import Contender, Defect
 
@@ -51,6 +54,7 @@ NOTE = ("Not in this table: `langgraph-checkpoint-duckdb` 2.0.2 requires `langgr
 IN_ONE_PROCESS = {"put_writes_from_processes_lose_nothing": "the saver keeps its data in one process's memory"}
 
 _MEMORY, _SQLITE, _POSTGRES = "InMemorySaver", "AsyncSqliteSaver (file)", "AsyncPostgresSaver (psycopg)"
+_SYNC_SQLITE, _SYNC_POSTGRES = "SqliteSaver (file)", "PostgresSaver (psycopg)"
 _MYSQL, _PLAINREDIS, _HOTKV = "AsyncMySaver (mysql, asyncmy)", "AsyncRedisSaver (plainredis)", "AsyncHotKVSaver (redis://)"
 _OBJECTS, _LMDB = "ObjectStorageSaver (local files)", "AsyncLMDBSaver (lmdb)"
 
@@ -59,6 +63,9 @@ CONTENDERS = [
     Contender(_SQLITE, "langgraph-checkpoint-sqlite", lambda: sqlite_checkpointer, reopen=True),
     Contender(_POSTGRES, "langgraph-checkpoint-postgres", lambda: postgres_checkpointer, backends=("postgres",),
               reopen=True),
+    Contender(_SYNC_SQLITE, "langgraph-checkpoint-sqlite", lambda: sync_sqlite_checkpointer, reopen=True),
+    Contender(_SYNC_POSTGRES, "langgraph-checkpoint-postgres", lambda: sync_postgres_checkpointer,
+              backends=("postgres",), reopen=True),
     Contender(_MYSQL, "langgraph-checkpoint-mysql", lambda: mysql_checkpointer, backends=("mysql",)),
     Contender(_PLAINREDIS, "langgraph-checkpoint-plainredis", lambda: plainredis_checkpointer, backends=("redis",)),
     Contender(_HOTKV, "langgraph-checkpoint-hotkv", lambda: hotkv_checkpointer, backends=("redis",)),
@@ -69,6 +76,10 @@ CONTENDERS = [
 #: Measured once, by a loop of 40 calls of the repro's _round() on fresh databases (docs/langgraph.md).
 _SETUP_RACE = ("below 1 in 1,000: every one of 40 rounds of four setup() calls on a fresh database failed, and "
                "the repro tries up to 10 rounds")
+
+#: Measured once: each of 20 rounds of four threads' setup() on a fresh database failed (load about 10).
+_SYNC_SETUP_RACE = ("below 1 in 10^10: every one of 20 rounds of four setup() calls on a fresh database failed, and "
+                    "the repro tries up to 10 rounds")
 
 #: Measured once on this machine (load about 13, 2 cores): six runs of the repro's loop failed at rounds 60-173.
 _SQLITE_SETUP_RACE = ("below 1 in 10^10 at the measured rate (about 1 round in 120 fails; the repro tries up to "
@@ -88,6 +99,13 @@ DEFECTS = [
     Defect(_POSTGRES, "checkpoint_first_calls_on_a_fresh_backend_succeed", "savers starting together on a fresh "
            "database fail setup() ('duplicate key value violates unique constraint pg_type_typname_nsp_index')",
            "tests/ecosystem/repros/langgraph/postgres_setup_races.py", False, _SETUP_RACE),
+    Defect(_SYNC_SQLITE, "checkpoints_round_trip_exactly", "a bytearray channel value comes back as bytes, as with "
+           "AsyncSqliteSaver", "tests/ecosystem/repros/langgraph/sqlite_sync_bytearray_as_bytes.py", True),
+    Defect(_SYNC_POSTGRES, "checkpoint_values_keep_nul", "a string channel value with a NUL is refused, as with "
+           "AsyncPostgresSaver", "tests/ecosystem/repros/langgraph/postgres_sync_nul_in_a_value.py", True),
+    Defect(_SYNC_POSTGRES, "checkpoint_first_calls_on_a_fresh_backend_succeed", "savers starting together on a "
+           "fresh database fail setup(), as AsyncPostgresSaver's do",
+           "tests/ecosystem/repros/langgraph/postgres_sync_setup_races.py", False, _SYNC_SETUP_RACE),
 ]
 
 _R = "tests/ecosystem/repros/langgraph/"
