@@ -401,7 +401,8 @@ class Related:
             encoded, decoded = ESCAPE_PAIRS[self.relation]
             how = ("lowercases the id, or compares ids case-insensitively" if self.relation == "case"
                    else "decodes or normalizes the id on its way")
-            return f"the two ids are the {self.relation} pair {encoded!r} / {decoded!r}: a clear that {how} reaches both"
+            return (f"the two ids are the {self.relation} pair {encoded!r} / {decoded!r}: a clear that {how} "
+                    "reaches both")
         where, _, code = self.relation.partition(" ")
         return (f"{self.kept!r} is {self.cleared!r} with {code} {where}: an id stripped of whitespace, or "
                 "matched by prefix")
