@@ -391,17 +391,18 @@ class Related:
     kept: str
     relation: str
 
-    def describe(self) -> str:
-        """Why a clear of ``cleared`` would reach ``kept``, for the store's author."""
+    def describe(self, verb: str = "clear") -> str:
+        """Why a clear (``verb``: a delete) of ``cleared`` would reach ``kept``, for the
+        store's author."""
         if self.relation.startswith("x and x"):
             c = self.relation[len("x and x")]
-            return (f"{self.kept!r} is {self.cleared!r} followed by {c!r}: a clear by key pattern or prefix "
+            return (f"{self.kept!r} is {self.cleared!r} followed by {c!r}: a {verb} by key pattern or prefix "
                     f"(SCAN MATCH id*, LIKE 'id%', startswith) reaches every id under {c!r}")
         if self.relation in ESCAPE_PAIRS:
             encoded, decoded = ESCAPE_PAIRS[self.relation]
-            how = ("lowercases the id, or compares ids case-insensitively" if self.relation == "case"
+            how = ("lowercases the id, or compares ids case-insensitively," if self.relation == "case"
                    else "decodes or normalizes the id on its way")
-            return (f"the two ids are the {self.relation} pair {encoded!r} / {decoded!r}: a clear that {how} "
+            return (f"the two ids are the {self.relation} pair {encoded!r} / {decoded!r}: a {verb} that {how} "
                     "reaches both")
         where, _, code = self.relation.partition(" ")
         return (f"{self.kept!r} is {self.cleared!r} with {code} {where}: an id stripped of whitespace, or "

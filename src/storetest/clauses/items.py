@@ -362,6 +362,9 @@ def item_sessions_are_isolated(t: Target) -> None:
     exception before anything is written, the handle still usable after, is a *limit*
     listed in the report; a refusal that writes part or breaks the handle is a failure.
 
+    Clearing ``x`` then leaves every other of these ids whole (``x:messages``, ``x*``,
+    ``xa``, ``x/y``, ``x.y``, ...).
+
     Catches case- and accent-insensitive collations (MariaDB's default), PAD SPACE,
     ``LIKE``, ids truncated to a key length, Redis keys ``prefix:id`` /
     ``prefix:id:messages``, a ``KEYS prefix:id*`` clear.
@@ -387,6 +390,31 @@ def item_sessions_are_isolated(t: Target) -> None:
                       f"earlier: {alone!r}); its keys collide with another session's: "
                       + describe_item_id_merge(suffix, next((s for s in first if s != suffix and (
                           s.startswith(suffix + ":") or suffix.startswith(s + ":"))), suffix + ":?")))
+    if protocol(t).clears:
+        _clear_leaves_the_others(t, one, first, refused[0])
+
+
+def _clear_leaves_the_others(t: Target, prefix: str, suffixes: list[str], refused: set[str]) -> None:
+    """Clear ``x`` of the key-scheme ids: every other id that held its own items still does."""
+    ids = [prefix + s for s in suffixes]
+    gone = prefix + "x"
+    apart = [s for i, s in enumerate(ids) if s not in refused and _holds_own(t, s, i)]
+    if gone not in apart:
+        return
+    with checking(item_sessions_are_isolated, t.run) as check:
+        if check.call(gone, "clear_session()", t.store.call("clear_session", gone)) is RAISED:
+            return
+        for session in apart:
+            want = [] if session == gone else _marked(ids.index(session))
+            got = read(check, t, session)
+            if got is RAISED or same_items(want, got):
+                continue
+            if want:
+                check.add(session, f"clearing another session changed this one: clear_session({gone!r}) took the "
+                          f"items of {session!r}: " + describe_item_id_merge(gone, session), texts_of(want),
+                          texts_of(got))
+            else:
+                expect(check, session, want, got, "after clear_session(): ", short=True)
 
 
 def _isolation(t: Target, ids: list[str], clause_fn: Any, limits: bool = True) -> set[str]:
