@@ -599,8 +599,9 @@ def adk_delete_removes_only_that_session(t: Target) -> None:
     ``app:`` and ``user:`` state stay, and a session created again with the deleted id
     starts empty.
 
-    Catches a delete by a pattern or by user (every session of the user gone), a delete
-    that leaves the events rows (they come back when the id is reused), a delete that
+    Catches a delete by a pattern or prefix (``LIKE 'id%'``, ``SCAN MATCH id*``) or by
+    user (every session of the user gone), a ``LIKE`` where ``=`` was meant (case
+    ignored), a delete that leaves the events rows (they come back when the id is reused), a delete that
     drops the user's state with the session.
     """
     with checking(adk_delete_removes_only_that_session, t.run) as check:
