@@ -31,7 +31,7 @@ from storetest.clauses._log_support import T0, _expect_apart, _expect_log, _msg,
 from storetest.clauses._registry import clause
 from storetest.clauses.adk import NEEDS as ADK_NEEDS
 from storetest.clauses.adk import _create, _get, _Place, _refusal, _why_merged, expect_events, stored_form
-from storetest.clauses.items import _add, _holds_own, _isolation, clear_related
+from storetest.clauses.items import _add, _clear_related, _holds_own, _isolation
 from storetest.entries import Entry
 from storetest.items import Item, same_value
 
@@ -111,7 +111,7 @@ def item_related_ids_stay_apart(t: Target) -> None:
         return
     apart = {s: i for i, s in enumerate(ids) if s not in refused and _holds_own(t, s, i)}
     with checking(item_related_ids_stay_apart, t.run) as check:
-        clear_related(check, t, inputs.clear_relations(prefix), apart)
+        _clear_related(check, t, inputs.clear_relations(prefix), apart)
 
 
 # --- entry logs -----------------------------------------------------------------------------

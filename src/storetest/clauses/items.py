@@ -292,7 +292,7 @@ def _clear_leaves_related_ids(t: Target) -> None:
         apart.append(session)
     apart = [s for s in apart if _holds_own(t, s, ids.index(s))]
     with checking(clear_session_empties_it, t.run) as check:
-        clear_related(check, t, relations, {s: ids.index(s) for s in apart})
+        _clear_related(check, t, relations, {s: ids.index(s) for s in apart})
 
 
 def _holds_own(t: Target, session: str, i: int) -> bool:
@@ -302,7 +302,7 @@ def _holds_own(t: Target, session: str, i: int) -> bool:
         return False
 
 
-def clear_related(check: Check, t: Target, relations: list[inputs.Related], apart: dict[str, int]) -> None:
+def _clear_related(check: Check, t: Target, relations: list[inputs.Related], apart: dict[str, int]) -> None:
     """Clear each ``cleared`` id of ``relations`` in ``apart`` (id: the ``i`` of the
     :func:`_marked` items it holds), reading the ids it relates to right after, so a
     kept id changed is named with the clear that changed it and the relation; then read
