@@ -77,6 +77,25 @@ def test_the_classifier_counts_only_what_reaches_a_cell() -> None:
     assert {"x and x/y", "percent", "leading U+3000"} <= names
 
 
+def test_the_clear_relations_are_the_model_relations() -> None:
+    """The clear and delete clauses draw their ids from :func:`inputs.clear_relations`:
+    one pair for every relation cell of an id (each separator, escape pair, case,
+    whitespace), each pair reaching its own cell, no id both cleared and kept, every id
+    one of :func:`inputs.related_ids`."""
+    relations = inputs.clear_relations("p-")
+    relation_cells = {c.name for c in cells() if (c.protocol, c.field) == ("transcripts", "session id")
+                      and c.dimension in ("prefix under a separator", "escape or normalization", "whitespace")}
+    assert {r.relation for r in relations} == relation_cells and "case" in relation_cells
+    assert not {r.cleared for r in relations} & {r.kept for r in relations}
+    assert {s for r in relations for s in (r.cleared, r.kept)} <= set(inputs.related_ids("p-"))
+    for r in relations:
+        cov = Coverage()
+        cov.value("transcripts", "session id", r.cleared)
+        cov.value("transcripts", "session id", r.kept)
+        assert r.relation in {c.name for c in cov.finish()}, r
+        assert repr(r.kept) in r.describe() or r.relation in r.describe()
+
+
 def test_the_ladders_have_the_model_sizes() -> None:
     assert inputs.ladder(20) == [0, 1, 7, 8, 9, 15, 16, 17]
     # Past 64 KiB + 1, four values a power of two reach its three character and three

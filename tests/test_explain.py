@@ -320,8 +320,8 @@ def test_a_dropped_steer_is_not_called_aliasing_or_a_cache() -> None:
 
 def test_a_clear_that_empties_another_session_is_named_as_a_clear_by_pattern() -> None:
     """The item state machine names a clear of 'x' that also emptied 'x:messages'. Only a
-    random interleaving reaches it (clear_session_empties_it does not yet: issue 42), so the
-    seed is fixed here rather than the store kept among those caught on every seed."""
+    random interleaving reaches it in the state machine (clear_session_empties_it, the store's
+    intended clause, catches it on every seed with its own message), so the seed is fixed here."""
     from tests.broken_stores.item_variants import ClearByPrefix, _opener
 
     report = check(item_sessions(_opener(ClearByPrefix)), clauses=["item_history_matches_model"], seed=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 from typing import Any
 
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -290,3 +291,21 @@ class DeleteByKeyPattern(MemorySessionService):
 BROKEN.append(_broken("adk-delete-by-key-pattern", "delete_session deletes every key under the session's",
                       "Redis keys app:user:sid and SCAN MATCH app:user:sid:*", "adk_delete_removes_only_that_session",
                       "deleting another session changed this one", DeleteByKeyPattern))
+
+
+class DeleteByLike(MemorySessionService):
+    """``delete_session`` deletes ``WHERE id LIKE :sid`` with the id as the pattern,
+    where ``=`` was meant: SQLite's and MySQL's ``LIKE`` ignore ASCII case (and read
+    ``%`` and ``_`` as wildcards), so deleting ``Case`` also deletes ``case``. Reads
+    are exact."""
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        pattern = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in session_id)
+        for key in [k for k in self.sessions if k[:2] == (app_name, user_id)
+                    and re.fullmatch(pattern, k[2], re.IGNORECASE | re.ASCII | re.DOTALL)]:
+            self.sessions.pop(key)
+
+
+BROKEN.append(_broken("adk-delete-by-like", "delete_session deletes WHERE id LIKE <id>, which ignores ASCII case",
+                      "a LIKE where = was meant (SQLite's and MySQL's LIKE are case-insensitive)",
+                      "adk_delete_removes_only_that_session", "(case:", DeleteByLike))

@@ -56,6 +56,18 @@ class DeleteByPrefix(MemorySessionStore):
             del self.sessions[key]
 
 
+class DeleteUnderDot(MemorySessionStore):
+    """``delete`` removes the session and every key under ``<id>.`` (sessions kept as
+    dotted paths, a parent's child sessions deleted with it; a ``Prefix=`` listing):
+    deleting ``x`` also deletes ``x.y``. The old delete clause's ids (``x:messages``,
+    ``X``, ``x*``, a trailing space) never showed it."""
+
+    async def delete(self, session_id: str) -> None:
+        await asyncio.sleep(0)
+        for key in [k for k in self.sessions if k == session_id or k.startswith(f"{session_id}.")]:
+            del self.sessions[key]
+
+
 class MessagesOneByOne(MemorySessionStore):
     """``set`` keeps the session's messages as rows of their own and writes them one per
     round trip (``RPUSH`` per message after a ``DEL``): a ``delete`` landing between two
@@ -106,6 +118,9 @@ BROKEN = [
     _broken("af-sessions-delete-by-prefix", "delete removes every key starting with the id",
             "SCAN MATCH id* then DEL; DELETE ... WHERE id LIKE 'id%'", "delete_removes_the_session",
             "changed session", DeleteByPrefix),
+    _broken("af-sessions-delete-under-dot", "delete removes the keys under <id>. too",
+            "sessions as dotted paths, children deleted with their parent; a Prefix= listing",
+            "delete_removes_the_session", "(x and x.y)", DeleteUnderDot),
     _broken("af-sessions-messages-one-by-one", "set writes the messages one round trip each",
             "a Redis list (DEL, then RPUSH per message); a row per message in autocommit",
             "delete_racing_save_leaves_gone_or_whole", "neither gone nor", MessagesOneByOne, racy=True),

@@ -5,6 +5,7 @@ one place each, to carry one bug seen in LangChain's own histories."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -119,6 +120,18 @@ class SortKeyPrefix(MemoryChatHistory):
             self.histories.setdefault(f"SESSION#{self.session_id}", []).extend(rows)
 
 
+class ClearByLike(MemoryChatHistory):
+    """``clear`` deletes ``WHERE session_id LIKE ?`` with the id as the pattern, where
+    ``=`` was meant: SQLite's and MySQL's ``LIKE`` ignore ASCII case (and read ``%`` and
+    ``_`` as wildcards), so clearing ``Case`` also clears ``case``. Reads are exact."""
+
+    def clear(self) -> None:
+        pattern = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in self.session_id)
+        with self.lock:
+            for key in [k for k in self.histories if re.fullmatch(pattern, k, re.IGNORECASE | re.ASCII | re.DOTALL)]:
+                self.histories.pop(key)
+
+
 def _opener(cls: type[MemoryChatHistory]) -> Callable[..., Any]:
     def outer(tmp_path: Path) -> Callable[[str], MemoryChatHistory]:
         return lambda session_id: cls(tmp_path, session_id)
@@ -148,6 +161,9 @@ BROKEN = [
     _broken("chat-sort-key-prefix-under-hash", "messages read by a sort-key prefix SESSION#<id>#",
             "DynamoDB single-table designs (begins_with on a #-joined key)", "item_related_ids_stay_apart",
             "sessions share items", SortKeyPrefix),
+    _broken("chat-clear-by-like", "clear() deletes WHERE session_id LIKE <id>, which ignores ASCII case",
+            "a LIKE where = was meant (SQLite's and MySQL's LIKE are case-insensitive)", "clear_session_empties_it",
+            "(case)", ClearByLike),
     _broken("chat-shared-list", "messages returns the history's own list of the caller's messages",
             "LangChain InMemoryChatMessageHistory", "items_are_not_aliased",
             "beyond the protocol's promise: the caller changing", SharedList),

@@ -250,6 +250,17 @@ class DeleteByPrefix(InMemorySaver):
             super().delete_thread(other)
 
 
+class DeleteUnderSlash(InMemorySaver):
+    """Deletes the thread and every thread under ``<id>/`` (threads as paths, a run's
+    sub-threads deleted with it; an object store's ``Prefix=id/`` listing): deleting
+    ``x`` also deletes ``x/y``. The old delete clause's threads (``x-1``, ``x:1``,
+    ``x%``, ``xy``) never showed it."""
+
+    def delete_thread(self, thread_id: str) -> None:
+        for other in [t for t in list(self.storage) if t == thread_id or t.startswith(f"{thread_id}/")]:
+            super().delete_thread(other)
+
+
 class DeleteDefaultNamespace(InMemorySaver):
     """Deletes only the thread's default namespace (``checkpoint_ns = ''``)."""
 
@@ -554,6 +565,9 @@ BROKEN = [
             WritesInInsertionOrder),
     _broken("cp-delete-by-prefix", "delete_thread deletes every thread its id is a prefix of", "a LIKE 'id%' delete",
             "delete_thread_removes_only_that_thread", "the checkpoint is missing", DeleteByPrefix),
+    _broken("cp-delete-under-slash", "delete_thread deletes the threads under <id>/ too",
+            "threads as paths, sub-threads deleted with their parent; a Prefix= listing",
+            "delete_thread_removes_only_that_thread", "(x and x/y", DeleteUnderSlash),
     _broken("cp-delete-default-namespace", "delete_thread deletes the default namespace only",
             "a DELETE ... WHERE checkpoint_ns = ''", "delete_thread_removes_only_that_thread",
             "left 1 checkpoint(s) in namespace 'sub'", DeleteDefaultNamespace),

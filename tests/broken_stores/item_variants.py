@@ -60,6 +60,20 @@ class ClearByPrefix(MemorySession):
                     items.clear()
 
 
+class ClearUnderSlash(ClearByPrefix):
+    """Items kept at ``<id>/<n>`` in an object store or a key-value store, cleared by
+    deleting the key prefix ``<id>`` (``SCAN MATCH <id>*``, ``list_objects(Prefix=id)``):
+    reads are exact, but clearing ``x`` also clears ``x/y``. Only ids under ``/`` and
+    ``.`` go (no ``:``, no bare prefix), so the old clauses' ids never showed it."""
+
+    async def clear_session(self) -> None:
+        async with self.lock:
+            await asyncio.sleep(0)
+            for key, items in self.histories.items():
+                if key == self.session_id or key.startswith((f"{self.session_id}/", f"{self.session_id}.")):
+                    items.clear()
+
+
 class BatchItemByItem(MemorySession):
     """One write per item (``RPUSH`` per item, ``INSERT``s in autocommit)."""
 
@@ -548,6 +562,9 @@ BROKEN += [
     _broken("items-clear-by-pattern", "clear_session deletes every key matching the session's key*",
             "Redis SCAN MATCH key* then DEL", "clear_session_empties_it", "clearing another session",
             ClearByPrefix),
+    _broken("items-clear-under-slash", "clear_session deletes the key prefix <id>/ and <id>. too",
+            "object and key-value stores keyed <id>/<n>, cleared by prefix", "clear_session_empties_it",
+            "took the items of", ClearUnderSlash),
     _broken("items-class-level-cache", "what a session last held, in a class attribute shared by every store",
             "a module- or class-level cache", "item_factory_calls_share_only_their_backend",
             "a store on another backend", ClassLevelCache),

@@ -71,6 +71,16 @@ class DeletedKeysKept(SQLiteChatStore):
         return [*dict.fromkeys([*super().get_keys(), *self.ever.get(self.path, [])])]
 
 
+class DeleteUnderSlash(SQLiteChatStore):
+    """``delete_messages`` also deletes the keys under ``<key>/`` (keys as paths, a
+    conversation's sub-threads deleted with it; an object store's ``Prefix=key``
+    listing): deleting ``x`` empties ``x/y``. Reads are exact."""
+
+    def delete_messages(self, key: str) -> list[ChatMessage] | None:
+        return [ChatMessage.model_validate_json(str(v)) for (v,) in self._run(
+            "DELETE FROM m WHERE k = ?1 OR substr(k, 1, length(?1) + 1) = ?1 || '/' RETURNING v", key)] or None
+
+
 class SetAppends(SQLiteChatStore):
     """``set_messages`` inserts the new list without deleting the old one
     (``SQLiteChatStore`` of llama-index-storage-chat-store-sqlite)."""
@@ -150,6 +160,9 @@ BROKEN = [
     _broken("llama-get-keys-deleted", "get_keys lists keys whose messages were deleted",
             "a key list kept beside the messages, never pruned", "get_keys_lists_the_keys_written",
             "whose messages delete_messages() removed", DeletedKeysKept),
+    _broken("llama-delete-under-slash", "delete_messages(key) also deletes the keys under key/",
+            "keys as paths, sub-threads deleted with their parent; a Prefix= listing", "clear_session_empties_it",
+            "(x and x/y)", DeleteUnderSlash),
     _broken("llama-set-messages-appends", "set_messages adds the new list after the old one",
             "LlamaIndex SQLiteChatStore.set_messages", "set_messages_replaces_the_list",
             "after set_messages() of a shorter list", SetAppends),

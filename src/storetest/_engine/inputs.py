@@ -52,9 +52,11 @@ __all__ = [
     "Cell",
     "Coverage",
     "FieldSpec",
+    "Related",
     "bytes_value",
     "cells",
     "chars_value",
+    "clear_relations",
     "composite_places",
     "family_values",
     "huge_values",
@@ -121,6 +123,8 @@ ESCAPE_PAIRS: Final[dict[str, tuple[str, str]]] = {
     "NFC and NFD": ("\u00e9", "e\u0301"),
     "NFKC": ("\ufb01", "fi"),
     "fullwidth": ("\uff21", "A"),
+    # A key lowercased on its way, a case-insensitive collation or comparison.
+    "case": ("Case", "case"),
 }
 
 #: JSON text at each RFC 8259 production's edges, kept verbatim as tool-call arguments.
@@ -375,6 +379,49 @@ def related_ids(prefix: str) -> list[str]:
     out += [w, *(f"{space}{w}" for space in WHITESPACE), *(f"{w}{space}" for space in WHITESPACE)]
     out += [prefix + piece for piece in family_values()]
     return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class Related:
+    """Two ids in one relation of the model: a clear of ``cleared`` must leave ``kept``
+    as it was. ``relation`` is the cell's name (``x and x/y``, ``percent``, ``case``,
+    ``trailing U+0009``)."""
+
+    cleared: str
+    kept: str
+    relation: str
+
+    def describe(self, verb: str = "clear") -> str:
+        """Why a clear (``verb``: a delete) of ``cleared`` would reach ``kept``, for the
+        store's author."""
+        if self.relation.startswith("x and x"):
+            c = self.relation[len("x and x")]
+            return (f"{self.kept!r} is {self.cleared!r} followed by {c!r}: a {verb} by key pattern or prefix "
+                    f"(SCAN MATCH id*, LIKE 'id%', startswith) reaches every id under {c!r}")
+        if self.relation in ESCAPE_PAIRS:
+            encoded, decoded = ESCAPE_PAIRS[self.relation]
+            how = ("lowercases the id, or compares ids case-insensitively," if self.relation == "case"
+                   else "decodes or normalizes the id on its way")
+            return (f"the two ids are the {self.relation} pair {encoded!r} / {decoded!r}: a {verb} that {how} "
+                    "reaches both")
+        where, _, code = self.relation.partition(" ")
+        return (f"{self.kept!r} is {self.cleared!r} with {code} {where}: an id stripped of whitespace, or "
+                "matched by prefix")
+
+
+def clear_relations(prefix: str) -> list[Related]:
+    """Every relation of the model (not the character families), one side to clear and
+    one to keep, all under ``prefix``: ``x`` cleared, ``x<c>y`` kept for every ASCII
+    punctuation ``c``; the first side of every escape pair cleared (``%41``, ``Case``),
+    the second kept (``A``, ``case``); ``w`` cleared, ``w`` with each whitespace leading
+    and trailing kept. No cleared id is a kept one."""
+    x, w = f"{prefix}x", f"{prefix}w"
+    out = [Related(x, f"{x}{c}y", f"x and x{c}y") for c in PUNCTUATION]
+    out += [Related(prefix + encoded, prefix + decoded, kind) for kind, (encoded, decoded) in ESCAPE_PAIRS.items()]
+    for space in WHITESPACE:
+        out += [Related(w, f"{space}{w}", f"leading U+{ord(space):04X}"),
+                Related(w, f"{w}{space}", f"trailing U+{ord(space):04X}")]
+    return out
 
 
 def composite_places(app: str, user: str, session: str) -> list[tuple[str, str, str]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 
+from storetest._engine import inputs
 from storetest._engine.diagnosis import shorten
 from storetest._engine.failures import RAISED, checking, describe_exception
 from storetest._engine.harness import Target
@@ -26,11 +27,15 @@ NEEDS = ("deletes",)  # a store claiming it has save and messages too (session_s
 @clause(needs=NEEDS)
 def delete_removes_the_session(t: Target) -> None:
     """``delete`` of a saved session leaves it empty and every other session as it was,
-    however alike their ids (``x`` and ``x:messages``, ``X``, ``x*``, a trailing space);
-    deleting a session never saved raises nothing; a save after a delete lands whole.
+    however alike their ids (``x`` and ``x:messages``, ``X``, ``x*``, a trailing space),
+    and so does every session the input model relates to a deleted one (``x<c>y`` for
+    every ASCII punctuation ``c``, ``A`` for ``%41``, ``case`` for ``Case``, ``w`` with
+    whitespace around it); deleting a session never saved raises nothing; a save after
+    a delete lands whole.
 
-    Catches a delete by key pattern or prefix, a case- or accent-insensitive key, a
-    delete that leaves a cached copy for the next read.
+    Catches a delete by key pattern or prefix (under any separator: ``x/*``, ``x.*``), a
+    case- or accent-insensitive key, a delete that decodes the id, a delete that leaves
+    a cached copy for the next read.
     """
     with checking(delete_removes_the_session, t.run) as check:
         never = t.new_session("delete-never")
@@ -73,6 +78,46 @@ def delete_removes_the_session(t: Target) -> None:
             back = check.call(last, "messages()", t.store.messages(last))
             if back is not RAISED and back != again:
                 check.add(last, "a save after a delete did not land whole", again, back)
+    _delete_leaves_related_sessions(t)
+
+
+def _delete_leaves_related_sessions(t: Target) -> None:
+    """Delete one side of every relation of the input model (``x``, ``%41``, ``Case``,
+    ``w``): the other side keeps its transcript. Ids the store refuses, or that do not
+    read back what was saved (``related_ids_stay_apart``'s failures), are left out."""
+    relations = inputs.clear_relations(t.new_session("delete-rel-"))
+    saved: dict[str, list[Message]] = {}
+    for i, session in enumerate(dict.fromkeys(s for r in relations for s in (r.cleared, r.kept))):
+        try:
+            t.run(t.store.save(session, texts(1, f"session {i}")))
+            saved[session] = texts(1, f"session {i}")
+        except Exception:
+            continue  # refused: a limit, the isolation clauses' to report
+    saved = {s: m for s, m in saved.items() if _reads(t, s) == m}
+    with checking(delete_removes_the_session, t.run) as check:
+        changed: set[str] = set()
+        deleted = [s for s in dict.fromkeys(r.cleared for r in relations) if s in saved]
+        for gone in deleted:
+            if check.call(gone, "delete()", t.store.call("delete", gone)) is RAISED:
+                return
+            for r in relations:
+                if r.cleared == gone and r.kept in saved and r.kept not in changed:
+                    back = check.call(r.kept, "messages()", t.store.messages(r.kept))
+                    if back is not RAISED and back != saved[r.kept]:
+                        changed.add(r.kept)
+                        check.add(r.kept, f"deleting session {gone!r} changed session {r.kept!r} ({r.relation}): "
+                                  + r.describe("delete"), saved[r.kept], back)
+        for gone in deleted:
+            back = check.call(gone, "messages() after delete()", t.store.messages(gone))
+            if back not in (RAISED, []):
+                check.add(gone, "after delete() the session still reads messages", [], back)
+
+
+def _reads(t: Target, session: str) -> object:
+    try:
+        return t.run(t.store.messages(session))
+    except Exception:
+        return RAISED
 
 
 @clause(needs=NEEDS, races=True)

@@ -31,7 +31,7 @@ from storetest.clauses._log_support import T0, _expect_apart, _expect_log, _msg,
 from storetest.clauses._registry import clause
 from storetest.clauses.adk import NEEDS as ADK_NEEDS
 from storetest.clauses.adk import _create, _get, _Place, _refusal, _why_merged, expect_events, stored_form
-from storetest.clauses.items import _add, _isolation
+from storetest.clauses.items import _add, _clear_related, _holds_own, _isolation
 from storetest.entries import Entry
 from storetest.items import Item, same_value
 
@@ -95,32 +95,25 @@ def item_fields_round_trip_at_every_size(t: Target) -> None:
 @clause(needs=ITEM_NEEDS)
 def item_related_ids_stay_apart(t: Target) -> None:
     """Session ids in every relation of the input model keep their own items, and
-    clearing one leaves the others whole: ``x`` beside ``x<c>y`` for every ASCII
-    punctuation ``c``, ids that are escapes or normalizations of each other (``%41`` and
-    ``A``, ``&amp;`` and ``&``, NFC and NFD, NFKC), each Unicode whitespace leading and
-    trailing, each character family. An id refused cleanly is a limit.
+    clearing one side of each relation leaves the other whole: ``x`` beside ``x<c>y``
+    for every ASCII punctuation ``c``, ids that are escapes or normalizations of each
+    other (``%41`` and ``A``, ``&amp;`` and ``&``, NFC and NFD, NFKC), case variants
+    (``Case`` and ``case``), each Unicode whitespace leading and trailing, each
+    character family. An id refused cleanly is a limit.
 
     Catches a key scheme that scans a prefix under a separator other than ``:``
     (``history/x*`` reads and clears ``history/x/y``), an id percent- or HTML-decoded on
-    its way, an id stripped of whitespace other than the space, an id normalized.
+    its way, an id stripped of whitespace other than the space, an id normalized or
+    lowercased (on every call, or only in the clear).
     """
-    ids = inputs.related_ids(t.new_session("items-rel-"))
+    prefix = t.new_session("items-rel-")
+    ids = inputs.related_ids(prefix)
     refused = _isolation(t, ids, item_related_ids_stay_apart)
+    if not protocol(t).clears:  # a history provider has no clear
+        return
+    apart = {s: i for i, s in enumerate(ids) if s not in refused and _holds_own(t, s, i)}
     with checking(item_related_ids_stay_apart, t.run) as check:
-        usable = [s for s in ids if s not in refused]
-        if not usable or not protocol(t).clears:  # a history provider has no clear
-            return
-        cleared, others = usable[0], usable[1:]
-        if check.call(cleared, "clear_session()", t.store.call("clear_session", cleared)) is RAISED:
-            return
-        for session in others:
-            i = ids.index(session)
-            want = [{"role": "user", "content": f"added to session #{i}"},
-                    {"role": "assistant", "content": f"#{i} ok"}]
-            got = read(check, t, session)
-            if got is not RAISED and not same_value(want, got):
-                check.add(session, f"clearing {cleared!r} changed {session!r}: " + describe_id_merge(cleared, session),
-                          want, got)
+        _clear_related(check, t, inputs.clear_relations(prefix), apart)
 
 
 # --- entry logs -----------------------------------------------------------------------------

@@ -241,12 +241,16 @@ def pop_item_takes_the_newest(t: Target) -> None:
 
 @clause(needs=NEEDS)
 def clear_session_empties_it(t: Target) -> None:
-    """``clear_session`` removes every item of its session and nothing of any other;
-    clearing a session never used raises nothing; adding after a clear works.
+    """``clear_session`` removes every item of its session and nothing of any other,
+    not even of an id the input model relates to it (``x/y``, ``x.y`` and ``x`` plus
+    every other ASCII punctuation; ``A`` for ``%41``; ``case`` for ``Case``; ``w`` with
+    whitespace around it); clearing a session never used raises nothing; adding after a
+    clear works.
 
-    Catches a clear that deletes by a pattern or prefix (another session's items go
-    too), a clear that leaves a session row whose counter or cache serves stale items,
-    an error on clearing what does not exist.
+    Catches a clear that deletes by a pattern or prefix (``SCAN MATCH key*``, ``LIKE
+    'x%'``, ``startswith`` under any separator: another session's items go too), a clear
+    that decodes or lowercases the id, a clear that leaves a session row whose counter
+    or cache serves stale items, an error on clearing what does not exist.
     """
     session, other = t.new_session("items-clear"), t.new_session("items-clear-other")
     with checking(clear_session_empties_it, t.run) as check:
@@ -272,40 +276,59 @@ def clear_session_empties_it(t: Target) -> None:
 
 
 def _clear_leaves_related_ids(t: Target) -> None:
-    """Clear ``x``, one side of each escape pair, a case variant and ``w``: every id the
-    input model relates to them (``x<c>y`` for each punctuation ``c``, the pair's other
-    side, the other case, ``w`` with whitespace around it) keeps its items. Ids the store
-    refuses, or merges with another (the isolation clause's failures), are left out."""
-    prefix = t.new_session("items-clear-rel-")
-    ids = [*inputs.related_ids(prefix), prefix + "case-a", prefix + "CASE-A"]
-    cleared = [prefix + "x", *(prefix + decoded for _, decoded in inputs.ESCAPE_PAIRS.values()),
-               prefix + "case-a", prefix + "w"]
+    """Clear one side of every relation of the input model (``x``, the first side of
+    each escape pair, ``Case``, ``w``): the other side (``x<c>y`` for each punctuation
+    ``c``, the pair's second side, ``case``, ``w`` with whitespace around it) keeps its
+    items. Ids the store refuses, or merges with another (the isolation clause's
+    failures), are left out."""
+    relations = inputs.clear_relations(t.new_session("items-clear-rel-"))
+    ids = list(dict.fromkeys(s for r in relations for s in (r.cleared, r.kept)))
     apart = []
     for i, session in enumerate(ids):
         try:
             t.run(t.store.call("add_items", session, _marked(i)))
-            if same_items(_marked(i), t.run(t.store.call("get_items", session))):
-                apart.append(session)
         except Exception:
             continue  # refused: a limit, the isolation clause's to report
-    apart = [s for s in apart if same_items(_marked(ids.index(s)), t.run(t.store.call("get_items", s)))]
+        apart.append(session)
+    apart = [s for s in apart if _holds_own(t, s, ids.index(s))]
     with checking(clear_session_empties_it, t.run) as check:
-        for session in [s for s in cleared if s in apart]:
-            if check.call(session, "clear_session()", t.store.call("clear_session", session)) is RAISED:
-                return
-        for session in apart:
-            want = [] if session in cleared else _marked(ids.index(session))
-            got = read(check, t, session)
-            if got is RAISED or same_items(want, got):
+        _clear_related(check, t, relations, {s: ids.index(s) for s in apart})
+
+
+def _holds_own(t: Target, session: str, i: int) -> bool:
+    try:
+        return same_items(_marked(i), t.run(t.store.call("get_items", session)))
+    except Exception:
+        return False
+
+
+def _clear_related(check: Check, t: Target, relations: list[inputs.Related], apart: dict[str, int]) -> None:
+    """Clear each ``cleared`` id of ``relations`` in ``apart`` (id: the ``i`` of the
+    :func:`_marked` items it holds), reading the ids it relates to right after, so a
+    kept id changed is named with the clear that changed it and the relation; then read
+    every id of ``apart`` once more: a cleared one empty, a kept one whole."""
+    changed: set[str] = set()
+    cleared = [s for s in dict.fromkeys(r.cleared for r in relations) if s in apart]
+    for session in cleared:
+        if check.call(session, "clear_session()", t.store.call("clear_session", session)) is RAISED:
+            return
+        for r in relations:
+            if r.cleared != session or r.kept not in apart or r.kept in changed:
                 continue
-            if want:
-                by = next((c for c in cleared if session.startswith(c)), None) or next(
-                    c for c in cleared if c in apart)
-                check.add(session, f"clearing another session changed this one: clear_session({by!r}) removed "
-                          f"the items of {session!r}, an id it relates to (a clear by key pattern, prefix or "
-                          "a normalized id)", texts_of(want), texts_of(got))
-            else:
-                expect(check, session, want, got, "after clear_session(): ", short=True)
+            want = _marked(apart[r.kept])
+            got = read(check, t, r.kept)
+            if got is not RAISED and not same_items(want, got):
+                changed.add(r.kept)
+                check.add(r.kept, f"clearing another session changed this one: clear_session({session!r}) took the "
+                          f"items of {r.kept!r} ({r.relation}): {r.describe()}", texts_of(want), texts_of(got))
+    for session, i in apart.items():
+        if session in changed:
+            continue
+        want = [] if session in cleared else _marked(i)
+        got = read(check, t, session)
+        if got is not RAISED and not same_items(want, got):
+            expect(check, session, want, got, "after clear_session(): " if not want else
+                   "clearing other sessions changed this one: ", short=True)
 
 
 @clause(needs=NEEDS)
@@ -339,6 +362,9 @@ def item_sessions_are_isolated(t: Target) -> None:
     exception before anything is written, the handle still usable after, is a *limit*
     listed in the report; a refusal that writes part or breaks the handle is a failure.
 
+    Clearing ``x`` then leaves every other of these ids whole (``x:messages``, ``x*``,
+    ``xa``, ``x/y``, ``x.y``, ...).
+
     Catches case- and accent-insensitive collations (MariaDB's default), PAD SPACE,
     ``LIKE``, ids truncated to a key length, Redis keys ``prefix:id`` /
     ``prefix:id:messages``, a ``KEYS prefix:id*`` clear.
@@ -364,6 +390,31 @@ def item_sessions_are_isolated(t: Target) -> None:
                       f"earlier: {alone!r}); its keys collide with another session's: "
                       + describe_item_id_merge(suffix, next((s for s in first if s != suffix and (
                           s.startswith(suffix + ":") or suffix.startswith(s + ":"))), suffix + ":?")))
+    if protocol(t).clears:
+        _clear_leaves_the_others(t, one, first, refused[0])
+
+
+def _clear_leaves_the_others(t: Target, prefix: str, suffixes: list[str], refused: set[str]) -> None:
+    """Clear ``x`` of the key-scheme ids: every other id that held its own items still does."""
+    ids = [prefix + s for s in suffixes]
+    gone = prefix + "x"
+    apart = [s for i, s in enumerate(ids) if s not in refused and _holds_own(t, s, i)]
+    if gone not in apart:
+        return
+    with checking(item_sessions_are_isolated, t.run) as check:
+        if check.call(gone, "clear_session()", t.store.call("clear_session", gone)) is RAISED:
+            return
+        for session in apart:
+            want = [] if session == gone else _marked(ids.index(session))
+            got = read(check, t, session)
+            if got is RAISED or same_items(want, got):
+                continue
+            if want:
+                check.add(session, f"clearing another session changed this one: clear_session({gone!r}) took the "
+                          f"items of {session!r}: " + describe_item_id_merge(gone, session), texts_of(want),
+                          texts_of(got))
+            else:
+                expect(check, session, want, got, "after clear_session(): ", short=True)
 
 
 def _isolation(t: Target, ids: list[str], clause_fn: Any, limits: bool = True) -> set[str]:
