@@ -173,6 +173,8 @@ DEFECTS: tuple[Defect, ...] = (
        "differ by case or trailing spaces are one history.", "mariadb_ids_merge"),
     _d(_MARIA, "item_history_matches_model", "Sessions x and X share messages (the same case-insensitive "
        "session_id column).", "mariadb_ids_merge"),
+    _d(_MARIA, "item_related_ids_stay_apart", "Ids that differ by case or trailing whitespace are one history "
+       "(the same case-insensitive, PAD SPACE session_id column).", "mariadb_ids_merge"),
     _d(_MARIA, "large_items_round_trip", "The message column is TEXT (65,535 bytes): a longer message is "
        "refused, 'Data too long for column message'.", "mariadb_64k_messages"),
     _d(_REDIS, "a_batch_is_atomic_to_readers", "add_messages is BaseChatMessageHistory's default, one LPUSH per "
