@@ -1,5 +1,5 @@
 """Crash tests for the file-backed stores, through the crash clauses
-(:mod:`storetest.clauses.crash`): ``STORETEST_LOG_KILLS`` lives (default 60;
+(:mod:`storetest.clauses.crash`): ``STORETEST_LOG_KILLS`` lives (default 30;
 docs/crash-clauses.md's figures are of 200) per store of a child process writing
 through it, each killed by SIGKILL at a random moment inside a chosen call or, half
 the time, by the kernel at a random byte of a write (``RLIMIT_FSIZE``); after every
@@ -33,7 +33,7 @@ from reference_stores.sqlite_log import SQLiteLogStore
 from storetest import check
 from storetest._engine.profiles import PROFILES
 
-KILLS = int(os.environ.get("STORETEST_LOG_KILLS", "60"))
+KILLS = int(os.environ.get("STORETEST_LOG_KILLS", "30"))
 #: Kept for tests/test_crash_redis.py, which builds its entries from the same time.
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
