@@ -70,6 +70,7 @@ class Subject:
     bug: str = ""
     clause: str = ""  # the clause meant to catch a broken saver
     skip: dict[str, str] = field(default_factory=dict)
+    reopen: Any = None  # opens the same data in another process: the crash clause runs
     repros: dict[str, str] = field(default_factory=dict)  # clause -> repro, for a saver judged in docs/ecosystem.md
 
     @property
@@ -108,15 +109,25 @@ def subjects(include_references: bool = True, third_party: bool = True) -> list[
     from tests.broken_stores import registry
     from tests.ecosystem import langgraph
 
-    # Each broken saver is an InMemorySaver: its data lives in one process, as the reference's does.
-    found = [Subject(b.name, "broken", b.factory, b.replica, b.bug, b.clause, skip=dict(langgraph.IN_ONE_PROCESS))
+    # A broken saver built on InMemorySaver keeps its data in one process: the process
+    # clause does not apply. One on a file (its clause the process or a crash clause, a
+    # reopen given) runs every clause.
+    process = next(iter(langgraph.IN_ONE_PROCESS))
+    found = [Subject(b.name, "broken", b.factory, b.replica, b.bug, b.clause, reopen=b.reopen,
+                     skip={} if b.reopen or b.clause == process else dict(langgraph.IN_ONE_PROCESS))
              for b in registry() if b.backend == "checkpoint"]
+
+    def judged(c: Any, kind: str) -> Subject:
+        binding = c.binding()
+        return Subject(c.name, kind, binding, skip=dict(c.skip), reopen=binding if c.reopen else None,
+                       repros=_repros(c.name))
+
     if include_references:
-        found += [Subject(c.name, "reference", c.binding(), skip=dict(c.skip), repros=_repros(c.name))
-                  for c in langgraph.CONTENDERS if c.binding is not None and c.project in REFERENCE_PROJECTS]
+        found += [judged(c, "reference") for c in langgraph.CONTENDERS
+                  if c.binding is not None and c.project in REFERENCE_PROJECTS]
     if third_party:
-        found += [Subject(c.name, "third-party", c.binding(), skip=dict(c.skip), repros=_repros(c.name))
-                  for c in langgraph.CONTENDERS if c.binding is not None and c.project not in REFERENCE_PROJECTS]
+        found += [judged(c, "third-party") for c in langgraph.CONTENDERS
+                  if c.binding is not None and c.project not in REFERENCE_PROJECTS]
     return found
 
 
@@ -217,7 +228,7 @@ def run_ours(subject: Subject, seed: int, clauses: Sequence[str] | None = None) 
     out = Ours()
     started = time.perf_counter()
     report = check(subject.binding, subject.replica, seed=seed, profile="fast", name=subject.name,
-                   skip=subject.skip, clauses=list(clauses) if clauses else None)
+                   skip=subject.skip, clauses=list(clauses) if clauses else None, reopen=subject.reopen)
     out.seconds = time.perf_counter() - started
     for result in report.results:
         if result.outcome == "failed":

@@ -131,6 +131,9 @@ DEFECTS += [
     Defect(_MYSQL, "checkpoint_first_calls_on_a_fresh_backend_succeed", "savers starting together on a fresh database "
            "fail setup() (IntegrityError: Duplicate entry '0' for key 'PRIMARY' in the migration table)",
            _R + "mysql_setup_races.py", False, _MYSQL_RACE),
+    Defect(_MYSQL, "delete_thread_removes_only_that_thread", "thread ids that differ only by case are one thread to "
+           "adelete_thread (the thread_id columns take the server's case-insensitive collation)",
+           _R + "mysql_delete_by_case.py", True),
     Defect(_PLAINREDIS, "checkpoint_threads_and_namespaces_are_isolated", "keys joined as prefix:idx:{thread}:{ns} "
            "unescaped: thread x:b / namespace c and thread x / namespace b:c list each other's checkpoints",
            _R + "plainredis_separator_in_ids.py", True),
@@ -139,9 +142,12 @@ DEFECTS += [
                      "checkpointer_matches_model")),
     Defect(_PLAINREDIS, "checkpoint_writes_are_idempotent_and_ordered", _BY_TASK_ID,
            _R + "plainredis_writes_by_task_id.py", True),
+    # copy_thread and prune are judged on a tree with a fork (a1 and b1 both from root):
+    # b1's value overwrites a1's, so the copy, or the thread prune() was not given, reads b1.
     *(Defect(_HOTKV, clause, _FORK, _R + "hotkv_fork_overwrites_a_version.py", True)
       for clause in ("checkpoint_parents_form_a_tree", "checkpoint_handles_putting_to_one_thread_lose_nothing",
-                     "checkpointer_matches_model")),
+                     "checkpointer_matches_model", "copy_thread_copies_every_checkpoint_and_write",
+                     "prune_keeps_each_namespaces_latest_whole")),
     Defect(_HOTKV, "checkpoint_writes_are_idempotent_and_ordered", _BY_TASK_ID, _R + "hotkv_writes_by_task_id.py",
            True),
     Defect(_HOTKV, "delete_racing_put_leaves_no_part", "adelete_thread racing an aput leaves the new checkpoint "
