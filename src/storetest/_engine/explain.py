@@ -138,12 +138,13 @@ TRANSFORMS: Final[tuple[Transform, ...]] = (
               lambda s: s.replace("\r\n", "\n").replace("\r", "\n"), "<="),
     Transform("line endings", "LF turned into CRLF (a text-mode write on Windows)",
               lambda s: s.replace("\r\n", "\n").replace("\n", "\r\n"), ">="),
+    # A decomposition or a case mapping takes every character to one or more (ß to SS).
     *(Transform("Unicode normalization", f"Unicode normalized to {form}",
-                lambda s, form=form: unicodedata.normalize(form, s))  # type: ignore[misc]
+                lambda s, form=form: unicodedata.normalize(form, s), "" if form in ("NFC", "NFKC") else ">=")  # type: ignore[misc]
       for form in ("NFC", "NFD", "NFKC", "NFKD")),
-    Transform("case", "case changed: lowered", str.lower),
-    Transform("case", "case changed: uppered", str.upper),
-    Transform("case", "case changed: case-folded (ß became ss, final sigma became sigma)", str.casefold),
+    Transform("case", "case changed: lowered", str.lower, ">="),
+    Transform("case", "case changed: uppered", str.upper, ">="),
+    Transform("case", "case changed: case-folded (ß became ss, final sigma became sigma)", str.casefold, ">="),
     Transform("empty", "the empty string came back as '{}' (an empty value mapped to an empty JSON object)",
               _empty_as("{}"), ">="),
     Transform("empty", "the empty string came back as 'null' (an empty value stored as JSON null)",
