@@ -478,6 +478,10 @@ SHAPE_SAMPLES: dict[str, Any] = {
     "the save was ignored: the previous transcript is still there": lambda: describe_transcript(_M[:1], _M[1:2],
                                                                                                 _M[1:2]),
     "appended instead of replaced": lambda: describe_transcript(_M[2:], _M, _M[:2]),
+    "messages reordered: they came back in the saved positions": lambda: describe_transcript(
+        _M, [_M[1], _M[0], _M[2], _M[3]]),
+    "content parts reordered: they came back in the saved positions": lambda: describe_transcript(
+        [Message("user", _M[0].content + _M[1].content)], [Message("user", _M[1].content + _M[0].content)]),
     "sessions merged: reading": None,  # a clause's line: test_a_case_merge_is_named_as_a_merge_in_the_state_machine
     "raw JSON re-encoded": lambda: describe_text('{"a":1}', '{"a": 1}'),
     "items came back newest first": lambda: describe_items(_ITEMS, _ITEMS[::-1]),

@@ -187,6 +187,8 @@ SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("transcript", "adjacent messages of the same role merged into one"),
     ("transcript", "the save was ignored: the previous transcript is still there"),
     ("transcript", "appended instead of replaced"),
+    ("transcript", "messages reordered: they came back in the saved positions"),
+    ("transcript", "content parts reordered: they came back in the saved positions"),
     ("sessions", "sessions merged: reading"),
     ("JSON", "raw JSON re-encoded"),
     ("items", "items came back newest first"),
