@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from storetest import Message, check, item_sessions
+from storetest import Attachment, Message, check, item_sessions
 from storetest._engine.diagnosis import describe_steers, describe_text, describe_transcript
 from storetest._engine.explain import TRANSFORMS, explain_text, minimal_diff, truncation
 from storetest._engine.item_diagnosis import describe_item, describe_items, describe_limit
@@ -482,6 +482,9 @@ SHAPE_SAMPLES: dict[str, Any] = {
         _M, [_M[1], _M[0], _M[2], _M[3]]),
     "content parts reordered: they came back in the saved positions": lambda: describe_transcript(
         [Message("user", _M[0].content + _M[1].content)], [Message("user", _M[1].content + _M[0].content)]),
+    "attachment bytes decoded as text": lambda: describe_transcript(
+        [Message("user", (Attachment("image/png", b"PNG\xff"),))],
+        [Message("user", (Attachment("image/png", "PNG\ufffd".encode()),))]),
     "sessions merged: reading": None,  # a clause's line: test_a_case_merge_is_named_as_a_merge_in_the_state_machine
     "raw JSON re-encoded": lambda: describe_text('{"a":1}', '{"a": 1}'),
     "items came back newest first": lambda: describe_items(_ITEMS, _ITEMS[::-1]),

@@ -189,6 +189,7 @@ SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("transcript", "appended instead of replaced"),
     ("transcript", "messages reordered: they came back in the saved positions"),
     ("transcript", "content parts reordered: they came back in the saved positions"),
+    ("attachment", "attachment bytes decoded as text"),
     ("sessions", "sessions merged: reading"),
     ("JSON", "raw JSON re-encoded"),
     ("items", "items came back newest first"),
