@@ -477,6 +477,7 @@ SHAPE_SAMPLES: dict[str, Any] = {
         _M[:2], [Message("user", _M[0].content + _M[1].content)]),
     "the save was ignored: the previous transcript is still there": lambda: describe_transcript(_M[:1], _M[1:2],
                                                                                                 _M[1:2]),
+    "saving an empty list left the old transcript in place": lambda: describe_transcript([], _M[:2], _M[:2]),
     "appended instead of replaced": lambda: describe_transcript(_M[2:], _M, _M[:2]),
     "messages reordered: they came back in the saved positions": lambda: describe_transcript(
         _M, [_M[1], _M[0], _M[2], _M[3]]),

@@ -186,6 +186,7 @@ SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("transcript", "identical messages deduplicated"),
     ("transcript", "adjacent messages of the same role merged into one"),
     ("transcript", "the save was ignored: the previous transcript is still there"),
+    ("transcript", "saving an empty list left the old transcript in place"),
     ("transcript", "appended instead of replaced"),
     ("transcript", "messages reordered: they came back in the saved positions"),
     ("transcript", "content parts reordered: they came back in the saved positions"),
