@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import replace
@@ -70,7 +71,7 @@ class Cp1252Store(_TextLayerStore):
 
     @classmethod
     def layer(cls, text: str) -> str:
-        return text.translate(cls.C1)
+        return text.translate(cls.C1) if re.search("[\x80-\x9f]", text) else text
 
 
 class PercentDecodingStore(_TextLayerStore):
