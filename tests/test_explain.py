@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from storetest import Message, check, item_sessions
+from storetest import Attachment, Message, check, item_sessions
 from storetest._engine.diagnosis import describe_steers, describe_text, describe_transcript
 from storetest._engine.explain import TRANSFORMS, explain_text, minimal_diff, truncation
 from storetest._engine.item_diagnosis import describe_item, describe_items, describe_limit
@@ -72,6 +72,21 @@ def test_each_transform_is_named_on_what_it_does(transform: object) -> None:
     assert got != sent, f"the sample for {line!r} is not changed by it"
     assert explain_text(sent, got) == line
     assert describe_text(sent, got) == line
+
+
+@pytest.mark.parametrize("transform", [t for t in TRANSFORMS if t.length], ids=lambda t: t.line[:40])
+def test_each_transform_keeps_to_its_length_claim(transform: object) -> None:
+    """A transform is not tried on a value at a length it cannot make: its claim must hold."""
+    values = [*SAMPLES.values(), "", " ", "%", "%zz%4", "&amp", "\\", "\\u12", '"\\ud800"', "\x00", "\r\n\r",
+              "\u0130\u00df",
+              "\u03a3\u0391\u03a3 \u03a3", "\ufb01\u1100\u1161\uac00",
+              "\x85\x9f\ufffd", "\ud800\U0001f600", "\u20ac" * 3, "".join(map(chr, range(0x180)))]
+    for sent in values:
+        try:
+            got = transform.apply(sent)  # type: ignore[attr-defined]
+        except Exception:  # the engine takes a transform that raises as explaining nothing
+            continue
+        assert transform.could_make(sent, got), (transform.line, sent, got)  # type: ignore[attr-defined]
 
 
 def test_a_cut_names_its_count_in_characters_and_bytes_and_the_common_width() -> None:
@@ -462,7 +477,15 @@ SHAPE_SAMPLES: dict[str, Any] = {
         _M[:2], [Message("user", _M[0].content + _M[1].content)]),
     "the save was ignored: the previous transcript is still there": lambda: describe_transcript(_M[:1], _M[1:2],
                                                                                                 _M[1:2]),
+    "saving an empty list left the old transcript in place": lambda: describe_transcript([], _M[:2], _M[:2]),
     "appended instead of replaced": lambda: describe_transcript(_M[2:], _M, _M[:2]),
+    "messages reordered: they came back in the saved positions": lambda: describe_transcript(
+        _M, [_M[1], _M[0], _M[2], _M[3]]),
+    "content parts reordered: they came back in the saved positions": lambda: describe_transcript(
+        [Message("user", _M[0].content + _M[1].content)], [Message("user", _M[1].content + _M[0].content)]),
+    "attachment bytes decoded as text": lambda: describe_transcript(
+        [Message("user", (Attachment("image/png", b"PNG\xff"),))],
+        [Message("user", (Attachment("image/png", "PNG\ufffd".encode()),))]),
     "sessions merged: reading": None,  # a clause's line: test_a_case_merge_is_named_as_a_merge_in_the_state_machine
     "raw JSON re-encoded": lambda: describe_text('{"a":1}', '{"a": 1}'),
     "items came back newest first": lambda: describe_items(_ITEMS, _ITEMS[::-1]),

@@ -505,7 +505,7 @@ def _run(
 def _verdict(c: Clause, t: Target, done: Callable[..., ClauseResult]) -> ClauseResult:
     reported: list[str] = []
     try:
-        with shrink_budget(t.profile.shrink_steps, t.profile.shrink_seconds):
+        with shrink_budget(t.profile.shrink_steps, t.profile.shrink_seconds, t.profile.shrink_steps_named):
             t.supervised(lambda: reporting_to(reported, lambda: c.run(t)))
     except stops.Interrupt:
         return _interrupted(t, done)

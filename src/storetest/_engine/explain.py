@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["COLUMN_WIDTHS", "SHAPES", "TRANSFORMS", "Transform", "explain_text", "minimal_diff", "truncation"]
+__all__ = ["COLUMN_WIDTHS", "SHAPES", "TRANSFORMS", "Transform", "explain_text", "minimal_diff", "names_a_cause",
+           "truncation"]
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,35 @@ class Transform:
     family: str  #: what kind of layer (normalization, charset, escapes...)
     line: str  #: the diagnosis, as the store author reads it
     apply: Callable[[str], str]  #: what the layer makes of a value
+    #: What it makes is never longer ("<="), never shorter (">=") or always as long
+    #: ("=") as what it is given; "" when it can go either way. A value that came back
+    #: at a length the transform cannot make is not tried (a MiB value costs up to
+    #: 100 ms a transform; ``tests/test_explain.py`` holds each transform to its claim).
+    length: str = ""
+
+    def could_make(self, sent: str, got: str) -> bool:
+        """Whether ``got``'s length is one this transform can make from ``sent``."""
+        if self.length == "=":
+            return len(got) == len(sent)
+        if self.length == "<=":
+            return len(got) <= len(sent)
+        if self.length == ">=":
+            return len(got) >= len(sent)
+        return True
+
+
+#: Each C1 control (U+0080-U+009F) as the cp1252 character at its byte.
+_CP1252_C1: Final = {c: bytes([c]).decode("cp1252", "replace") for c in range(0x80, 0xA0)}
 
 
 def _cp1252_c1(s: str) -> str:
     # A latin1 column read back as Windows-1252 (MySQL's "latin1" is cp1252): the C1
     # controls U+0080-U+009F come back as the cp1252 characters at those bytes.
-    return "".join(bytes([ord(c)]).decode("cp1252", "replace") if 0x80 <= ord(c) <= 0x9F else c for c in s)
+    return s.translate(_CP1252_C1) if re.search("[\x80-\x9f]", s) else s
+
+
+#: The characters a charset cannot hold, as a pattern (the slow way, per character, for others).
+_OUTSIDE: Final = {"latin-1": re.compile("[^\x00-\xff]"), "ascii": re.compile("[^\x00-\x7f]")}
 
 
 def _utf8_as(charset: str) -> Callable[[str], str]:
@@ -54,12 +78,14 @@ def _utf8_as(charset: str) -> Callable[[str], str]:
 
 def _into(charset: str, replacement: str = "?") -> Callable[[str], str]:
     def lossy(s: str) -> str:
+        if charset in _OUTSIDE:
+            return _OUTSIDE[charset].sub(replacement, s)
         return "".join(c if c.encode(charset, "ignore") else replacement for c in s)
     return lossy
 
 
 def _utf8mb3(s: str) -> str:
-    return "".join("?" if ord(c) > 0xFFFF else c for c in s)
+    return re.sub("[\U00010000-\U0010FFFF]", "?", s)
 
 
 def _backslash_decoded(s: str) -> str:
@@ -100,53 +126,54 @@ def _nul_cut(s: str) -> str:
 #: The catalogue, tried in order; the first transform that explains a difference wins,
 #: so the more specific come first (NUL dropped before "characters removed").
 TRANSFORMS: Final[tuple[Transform, ...]] = (
-    Transform("NUL", "NUL lost: every \\x00 character was dropped", lambda s: s.replace("\x00", "")),
-    Transform("NUL", "truncated at the first NUL (a C-string boundary)", _nul_cut),
-    Transform("whitespace", "trailing whitespace stripped (a PAD SPACE comparison or a strip())", str.rstrip),
-    Transform("whitespace", "leading whitespace stripped (an lstrip())", str.lstrip),
-    Transform("whitespace", "surrounding whitespace stripped", str.strip),
-    Transform("whitespace", "runs of whitespace collapsed into one space", _collapse),
+    Transform("NUL", "NUL lost: every \\x00 character was dropped", lambda s: s.replace("\x00", ""), "<="),
+    Transform("NUL", "truncated at the first NUL (a C-string boundary)", _nul_cut, "<="),
+    Transform("whitespace", "trailing whitespace stripped (a PAD SPACE comparison or a strip())", str.rstrip, "<="),
+    Transform("whitespace", "leading whitespace stripped (an lstrip())", str.lstrip, "<="),
+    Transform("whitespace", "surrounding whitespace stripped", str.strip, "<="),
+    Transform("whitespace", "runs of whitespace collapsed into one space", _collapse, "<="),
     Transform("line endings", "CRLF turned into LF (a text-mode or newline-normalizing layer)",
-              lambda s: s.replace("\r\n", "\n")),
+              lambda s: s.replace("\r\n", "\n"), "<="),
     Transform("line endings", "lone CR turned into LF (universal newlines)",
-              lambda s: s.replace("\r\n", "\n").replace("\r", "\n")),
+              lambda s: s.replace("\r\n", "\n").replace("\r", "\n"), "<="),
     Transform("line endings", "LF turned into CRLF (a text-mode write on Windows)",
-              lambda s: s.replace("\r\n", "\n").replace("\n", "\r\n")),
+              lambda s: s.replace("\r\n", "\n").replace("\n", "\r\n"), ">="),
+    # A decomposition or a case mapping takes every character to one or more (ß to SS).
     *(Transform("Unicode normalization", f"Unicode normalized to {form}",
-                lambda s, form=form: unicodedata.normalize(form, s))  # type: ignore[misc]
+                lambda s, form=form: unicodedata.normalize(form, s), "" if form in ("NFC", "NFKC") else ">=")  # type: ignore[misc]
       for form in ("NFC", "NFD", "NFKC", "NFKD")),
-    Transform("case", "case changed: lowered", str.lower),
-    Transform("case", "case changed: uppered", str.upper),
-    Transform("case", "case changed: case-folded (ß became ss, final sigma became sigma)", str.casefold),
+    Transform("case", "case changed: lowered", str.lower, ">="),
+    Transform("case", "case changed: uppered", str.upper, ">="),
+    Transform("case", "case changed: case-folded (ß became ss, final sigma became sigma)", str.casefold, ">="),
     Transform("empty", "the empty string came back as '{}' (an empty value mapped to an empty JSON object)",
-              _empty_as("{}")),
+              _empty_as("{}"), ">="),
     Transform("empty", "the empty string came back as 'null' (an empty value stored as JSON null)",
-              _empty_as("null")),
-    Transform("empty", "the empty string came back as '\"\"' (JSON-encoded once more)", _empty_as('""')),
+              _empty_as("null"), ">="),
+    Transform("empty", "the empty string came back as '\"\"' (JSON-encoded once more)", _empty_as('""'), ">="),
     Transform("JSON", "a JSON string unwrapped: the raw JSON text '\"…\"' came back as its content "
-              "(the store parsed the arguments and kept the parsed value)", _json_unwrapped),
-    Transform("JSON", "text wrapped in a JSON string (JSON-encoded once more on the way in)", json.dumps),
-    Transform("escapes", "backslashes doubled (escaped twice)", lambda s: s.replace("\\", "\\\\")),
+              "(the store parsed the arguments and kept the parsed value)", _json_unwrapped, "<="),
+    Transform("JSON", "text wrapped in a JSON string (JSON-encoded once more on the way in)", json.dumps, ">="),
+    Transform("escapes", "backslashes doubled (escaped twice)", lambda s: s.replace("\\", "\\\\"), ">="),
     Transform("escapes", "non-ASCII escaped as JSON \\u sequences (json.dumps with ensure_ascii on a field "
-              "that should hold the text itself)", _json_string_body),
-    Transform("escapes", "percent escapes decoded (%41 became A: a URL-decoding layer)", urllib.parse.unquote),
-    Transform("escapes", "percent-encoded (a URL-encoding layer)", lambda s: urllib.parse.quote(s, safe="")),
+              "that should hold the text itself)", _json_string_body, ">="),
+    Transform("escapes", "percent escapes decoded (%41 became A: a URL-decoding layer)", urllib.parse.unquote, "<="),
+    Transform("escapes", "percent-encoded (a URL-encoding layer)", lambda s: urllib.parse.quote(s, safe=""), ">="),
     Transform("escapes", "HTML entities decoded (&amp; became &)", html.unescape),
-    Transform("escapes", "HTML-escaped (& became &amp;: a template or sanitizer on the way)", html.escape),
+    Transform("escapes", "HTML-escaped (& became &amp;: a template or sanitizer on the way)", html.escape, ">="),
     Transform("escapes", "backslash escapes decoded (\\n became a newline: an escape-processing layer, e.g. "
               "MySQL without NO_BACKSLASH_ESCAPES on hand-built SQL)", _backslash_decoded),
     Transform("charset", "C1 controls read back as their Windows-1252 characters ('\\x91' became U+2018: a "
-              "latin1 column read as cp1252)", _cp1252_c1),
-    Transform("charset", "UTF-8 bytes read as latin-1 (mojibake: 'é' became 'Ã©')", _utf8_as("latin-1")),
-    Transform("charset", "UTF-8 bytes read as Windows-1252 (mojibake: 'é' became 'Ã©')", _utf8_as("cp1252")),
+              "latin1 column read as cp1252)", _cp1252_c1, "="),
+    Transform("charset", "UTF-8 bytes read as latin-1 (mojibake: 'é' became 'Ã©')", _utf8_as("latin-1"), ">="),
+    Transform("charset", "UTF-8 bytes read as Windows-1252 (mojibake: 'é' became 'Ã©')", _utf8_as("cp1252"), ">="),
     Transform("charset", "characters outside the Basic Multilingual Plane replaced by '?' (a utf8mb3 / "
-              "MySQL utf8 column: emoji need utf8mb4)", _utf8mb3),
+              "MySQL utf8 column: emoji need utf8mb4)", _utf8mb3, "="),
     Transform("charset", "characters outside latin-1 replaced by '?' (a latin1 column or connection)",
-              _into("latin-1")),
-    Transform("charset", "non-ASCII characters replaced by '?' (an ASCII codec with replacement)", _into("ascii")),
+              _into("latin-1"), "="),
+    Transform("charset", "non-ASCII characters replaced by '?' (an ASCII codec with replacement)", _into("ascii"), "="),
     Transform("charset", "non-ASCII characters replaced by U+FFFD (decoded with errors='replace')",
-              _into("ascii", "\ufffd")),
-    Transform("charset", "non-ASCII characters dropped (encoded with errors='ignore')", _into("ascii", "")),
+              _into("ascii", "\ufffd"), "="),
+    Transform("charset", "non-ASCII characters dropped (encoded with errors='ignore')", _into("ascii", ""), "<="),
 )
 
 #: What is named beyond text: a list reshaped, an item's kind or field changed, where lost
@@ -159,7 +186,11 @@ SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("transcript", "identical messages deduplicated"),
     ("transcript", "adjacent messages of the same role merged into one"),
     ("transcript", "the save was ignored: the previous transcript is still there"),
+    ("transcript", "saving an empty list left the old transcript in place"),
     ("transcript", "appended instead of replaced"),
+    ("transcript", "messages reordered: they came back in the saved positions"),
+    ("transcript", "content parts reordered: they came back in the saved positions"),
+    ("attachment", "attachment bytes decoded as text"),
     ("sessions", "sessions merged: reading"),
     ("JSON", "raw JSON re-encoded"),
     ("items", "items came back newest first"),
@@ -261,7 +292,7 @@ def _explain(sent: str, got: str, partial: Callable[[str, str], str | None] | No
     if sent == got:
         return None
     for t in TRANSFORMS:
-        if _applies(t, sent) == got:
+        if t.could_make(sent, got) and _applies(t, sent) == got:
             return t.line
     cut = truncation(sent, got)
     if cut:
@@ -281,6 +312,14 @@ def _explain(sent: str, got: str, partial: Callable[[str, str], str | None] | No
             if cut:
                 return f"{first.line}, then {cut}"
     return None
+
+
+def names_a_cause(diagnosis: str) -> bool:
+    """Whether ``diagnosis`` carries a line of the catalogue: a transform of
+    :data:`TRANSFORMS`, a cut at a count, or a reshaping of :data:`SHAPES`. Such a line
+    tells the store author what to fix; a smaller example would not tell them more."""
+    return ("truncated at " in diagnosis or any(t.line in diagnosis for t in TRANSFORMS)
+            or any(words in diagnosis for _, words in SHAPES))
 
 
 def _applies(t: Transform, value: str) -> str:

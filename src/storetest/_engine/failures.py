@@ -33,6 +33,11 @@ __all__ = [
     "store_frames",
 ]
 
+#: Called with each failure's diagnosis as a clause raises it (while a clause runs,
+#: :func:`storetest.clauses._support.shrink_budget` listens, to shrink less a failure
+#: whose line names its cause).
+failure_listeners: list[Callable[[str], None]] = []
+
 #: How many violations a failure message lists before ``... and N more``.
 MAX_SHOWN: Final = 10
 
@@ -225,7 +230,10 @@ class Check:
     def raise_if_any(self) -> None:
         if self.violations:
             what = " ".join((self.clause.__doc__ or "").strip().split("\n\n")[0].split())
-            raise ConformanceFailure(self.clause.__name__, self.violations, what)
+            failure = ConformanceFailure(self.clause.__name__, self.violations, what)
+            for listener in failure_listeners:
+                listener(failure.diagnosis)
+            raise failure
 
 
 @contextmanager

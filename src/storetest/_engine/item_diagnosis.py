@@ -129,10 +129,12 @@ def describe_items(sent: Sequence[object], got: object, elsewhere: Mapping[str, 
     if not isinstance(got, list):
         return f"get_items() returned {type(got).__name__}, not a list"
     sent = list(sent)
+    # Each item's key once: an item can be a MiB of text, and a history hundreds of items.
+    sk, gk = _keys(sent), _keys(got)
     if len(got) == len(sent):
         changed = [i for i, (a, b) in enumerate(zip(sent, got, strict=True)) if first_difference(a, b)]
-        if changed and _same_multiset(sent, got):
-            if _keys(got) == _keys(sent)[::-1]:
+        if changed and Counter(sk) == Counter(gk):
+            if gk == sk[::-1]:
                 return "items came back newest first (the protocol's order is oldest first)"
             return "items came back in a different order than they were added"
         if changed:
@@ -141,23 +143,24 @@ def describe_items(sent: Sequence[object], got: object, elsewhere: Mapping[str, 
         return "unchanged"
     if len(got) < len(sent):
         n = len(sent) - len(got)
-        unique = list(dict.fromkeys(_keys(sent)))
-        if len(unique) < len(sent) and _keys(got) == unique:
+        unique = list(dict.fromkeys(sk))
+        if len(unique) < len(sent) and gk == unique:
             return (f"identical items deduplicated: {len(sent)} added, {len(got)} came back, each repeat dropped "
                     "(a unique constraint on content, or a set); a history keeps an item added twice, twice")
         if not got:
             return f"all {n} item(s) were lost: the read returned []" + _in_batches(range(len(sent)), batches)
-        if _keys(got) == _keys(sent)[: len(got)]:
+        if gk == sk[: len(got)]:
             return f"the last {n} item(s) were lost: every item after position {len(got) - 1}" + \
                 _in_batches(range(len(got), len(sent)), batches)
-        if _keys(got) == _keys(sent)[n:]:
+        if gk == sk[n:]:
             return f"the first {n} item(s) were lost" + _in_batches(range(n), batches)
-        lost = _lost(sent, got)
+        lost = _lost(sk, gk)
         if lost is not None and lost == list(range(lost[0], lost[-1] + 1)):
             span = f"#{lost[0]}" if n == 1 else f"#{lost[0]} to #{lost[-1]}"
             return f"{n} item(s) lost of {len(sent)}: {span}" + _in_batches(lost, batches)
         return f"{n} item(s) lost of {len(sent)}"
-    extra = [k for k in _keys(got) if k not in set(_keys(sent))]
+    known_sent = set(sk)
+    extra = [k for k in gk if k not in known_sent]
     if not extra:
         return f"{len(got) - len(sent)} item(s) came back twice"
     for where, items in (elsewhere or {}).items():
@@ -178,10 +181,9 @@ def describe_items(sent: Sequence[object], got: object, elsewhere: Mapping[str, 
     return f"{len(extra)} item(s) that were never added came back"
 
 
-def _lost(sent: Sequence[object], got: Sequence[object]) -> list[int] | None:
-    """The positions of ``sent`` missing from ``got``, when ``got`` is ``sent`` with
-    items removed (in order); ``None`` when it is not."""
-    keys, have = _keys(sent), _keys(got)
+def _lost(keys: Sequence[str], have: Sequence[str]) -> list[int] | None:
+    """The positions of ``keys`` (the items sent) missing from ``have`` (the items got),
+    when ``have`` is ``keys`` with items removed (in order); ``None`` when it is not."""
     lost, j = [], 0
     for i, key in enumerate(keys):
         if j < len(have) and have[j] == key:

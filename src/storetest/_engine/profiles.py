@@ -40,6 +40,11 @@ class Profile:
     #: A backstop in seconds for stores so slow that the steps take too long; the
     #: report says when it cut shrinking short (a replay may then differ).
     shrink_seconds: float
+    #: Successful shrinks of a failure whose first diagnosis names its cause (a line of
+    #: the catalogue in ``storetest._engine.explain``): the line says what to fix and the
+    #: example only shows it, so it is shrunk less, for a failing run about as long as a
+    #: passing one (``benchmarks/failing_speed.py``). ``None``: as ``shrink_steps``.
+    shrink_steps_named: int | None = None
     #: Seconds ``data_survives_idle`` waits between writing and reading back; ``None``
     #: (every profile's default) leaves that opt-in clause out.
     idle: float | None = None
@@ -55,9 +60,10 @@ class Profile:
 PROFILES: Final[dict[str, Profile]] = {
     p.name: p
     for p in (
-        Profile("fast", examples=20, model_steps=50, race_rounds=6, shrink_steps=40, shrink_seconds=3.0),
-        Profile("ci", examples=40, model_steps=100, race_rounds=32, shrink_steps=100, shrink_seconds=15.0,
-                crash_kills=48, crash_seconds=80.0),
+        Profile("fast", examples=20, model_steps=50, race_rounds=6, shrink_steps=40, shrink_steps_named=6,
+                shrink_seconds=3.0),
+        Profile("ci", examples=40, model_steps=100, race_rounds=32, shrink_steps=100, shrink_steps_named=20,
+                shrink_seconds=15.0, crash_kills=48, crash_seconds=80.0),
         Profile("thorough", examples=400, model_steps=300, race_rounds=160, shrink_steps=500,
                 shrink_seconds=120.0, crash_kills=300, crash_seconds=600.0),
     )

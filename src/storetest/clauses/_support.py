@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine as _engine
 from hypothesis.reporting import with_reporter
 
+from storetest._engine.explain import names_a_cause
+from storetest._engine.failures import failure_listeners
 from storetest._engine.harness import Target
 from storetest.contract import Message
 
@@ -59,21 +61,36 @@ def examples(
 
 
 @contextmanager
-def shrink_budget(steps: int, seconds: float) -> Iterator[None]:
+def shrink_budget(steps: int, seconds: float, named: int | None = None) -> Iterator[None]:
     """Let Hypothesis shrink a failure by ``steps`` successful shrinks, or for
     ``seconds``, whichever comes first (it then reports the smallest example found so
-    far).
+    far); by ``named`` successful shrinks when the clause's first failure already names
+    its cause (:func:`~storetest._engine.explain.names_a_cause`).
 
-    The step count keeps a replay exact (the same seed shrinks the same way); the
-    seconds only stop a store so slow that the steps would take too long."""
+    The step counts keep a replay exact (the same seed fails first the same way and
+    shrinks the same way); the seconds only stop a store so slow that the steps would
+    take too long."""
     # Hypothesis reads these module globals while shrinking and offers no public
     # setting for them. If a future version drops them, shrinking is merely slower.
     previous = {name: getattr(_engine, name, None) for name in ("MAX_SHRINKS", "MAX_SHRINKING_SECONDS")}
     _engine.MAX_SHRINKS = steps
     _engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    first: list[str] = []
+
+    def seen(diagnosis: str) -> None:
+        # Shrinking is most of a failing clause's time (a state machine's ~100 reruns);
+        # a line that names the cause is what the author acts on, the example only
+        # illustrates it, so a few shrinks (the big cuts come first) are enough.
+        if not first:
+            first.append(diagnosis)
+            if named is not None and names_a_cause(diagnosis):
+                _engine.MAX_SHRINKS = min(steps, named)
+
+    failure_listeners.append(seen)
     try:
         yield
     finally:
+        failure_listeners.remove(seen)
         for name, value in previous.items():
             if value is not None:
                 setattr(_engine, name, value)

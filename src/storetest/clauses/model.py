@@ -51,6 +51,9 @@ def store_matches_model(t: Target) -> None:
             prefix = t.new_session("model-")
             self.sessions = [prefix + s for s in ("a", "A", "a ", "é", "e\u0301")]
             self.transcripts: dict[str, list[Message]] = {}
+            # Each session's transcript before its last save: a read that returns it (a save
+            # ignored) or it joined to the new one (appended) is named so.
+            self.previous: dict[str, list[Message]] = {}
             self.steers: dict[str, list[str]] = {}
             # For each queued steer, its handle and how many steers that handle had added to
             # the session before it: steers two handles numbered alike are named so.
@@ -78,7 +81,7 @@ def store_matches_model(t: Target) -> None:
             return None
 
         def _check(self, session: str, kind: str, sent: Any, got: Any,
-                   numbers: list[tuple[int, int]] | None = None) -> None:
+                   numbers: list[tuple[int, int]] | None = None, previous: list[Message] | None = None) -> None:
             check = Check(store_matches_model)
             other = self._merged_with(session, kind, sent, got) if got != sent else None
             if other is not None:
@@ -86,7 +89,7 @@ def store_matches_model(t: Target) -> None:
                 check.add(session, f"sessions merged: reading {session!r} gave {what} {other!r}: "
                           + describe_id_merge(session, other), expected=sent, got=got)
             elif kind == "transcript":
-                check.transcript(session, sent, got, expected=True)
+                check.transcript(session, sent, got, previous or (), expected=True)
             else:
                 check.steers(session, sent, got, expected=True, numbers=numbers)
             check.raise_if_any()
@@ -96,6 +99,7 @@ def store_matches_model(t: Target) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: save({session!r}, {len(transcript)} messages)")
             t.run(handles[handle].save(session, transcript))
+            self.previous[session] = self.transcripts.get(session, [])
             self.transcripts[session] = list(transcript)
             self._wrote(session)
 
@@ -104,7 +108,8 @@ def store_matches_model(t: Target) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: messages({session!r})")
             got = t.run(handles[handle].messages(session))
-            self._check(session, "transcript", self.transcripts.get(session, []), got)
+            self._check(session, "transcript", self.transcripts.get(session, []), got,
+                        previous=self.previous.get(session))
 
         @precondition(lambda self: steers)
         @rule(which=index, handle=which_handle, text=strategies.model_steers)
@@ -129,7 +134,8 @@ def store_matches_model(t: Target) -> None:
         def first_session_matches(self) -> None:
             session = self.sessions[0]
             got = t.run(handles[-1].messages(session))
-            self._check(session, "transcript", self.transcripts.get(session, []), got)
+            self._check(session, "transcript", self.transcripts.get(session, []), got,
+                        previous=self.previous.get(session))
 
     settings = hypothesis_settings(t, scale=0.5, steps=t.profile.model_steps)
     # The seed goes on the machine class: that is where run_state_machine_as_test looks.
