@@ -90,7 +90,10 @@ def _check_size(what: str, value: str, limit: int) -> None:
 
 def _check_encodable(what: str, value: str) -> None:
     # A lone surrogate cannot be written as UTF-8, so no database can store it;
-    # refusing it here beats a driver error halfway through a save.
+    # refusing it here beats a driver error halfway through a save. ASCII text (most of
+    # it) holds none: isascii() settles it without encoding a copy.
+    if value.isascii():
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
