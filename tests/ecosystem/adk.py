@@ -79,6 +79,11 @@ DEFECTS = [
            "tests/ecosystem/repros/adk/in_memory_ids_stripped.py", True),
     Defect(_SQLITE, "adk_sessions_are_isolated", "session ids stripped of spaces: 'abc ' is session 'abc'",
            "tests/ecosystem/repros/adk/sqlite_ids_stripped.py", True),
+    # The input model's whitespace relation ('\tx' beside 'x') meets the same strip().
+    Defect(_MEMORY, "adk_related_ids_stay_apart", "session ids stripped of whitespace: '\\tabc' is session 'abc'",
+           "tests/ecosystem/repros/adk/in_memory_ids_stripped.py", True),
+    Defect(_SQLITE, "adk_related_ids_stay_apart", "session ids stripped of whitespace: '\\tabc' is session 'abc'",
+           "tests/ecosystem/repros/adk/sqlite_ids_stripped.py", True),
     Defect(_SQLITE, "adk_events_keep_append_order", "events read in timestamp order: an event appended with an "
            "earlier timestamp (a replica's clock behind) comes back before those appended before it",
            "tests/ecosystem/repros/adk/sqlite_order_by_timestamp.py", True),

@@ -177,6 +177,8 @@ DEFECTS: tuple[Defect, ...] = (
        "(the same case-insensitive, PAD SPACE session_id column).", "mariadb_ids_merge"),
     _d(_MARIA, "large_items_round_trip", "The message column is TEXT (65,535 bytes): a longer message is "
        "refused, 'Data too long for column message'.", "mariadb_64k_messages"),
+    _d(_MARIA, "item_fields_round_trip_at_every_size", "The message column is TEXT (65,535 bytes): a message past "
+       "it on the size ladder is refused, 'Data too long for column message'.", "mariadb_64k_messages"),
     _d(_REDIS, "a_batch_is_atomic_to_readers", "add_messages is BaseChatMessageHistory's default, one LPUSH per "
        "message: a reader between two sees part of the batch (beyond the protocol's promise).",
        "redis_batch_in_part"),
