@@ -1,13 +1,14 @@
-"""What the bindings share: giving a binding its outer factory's names, closing what a
-factory handed over, and running every teardown step whatever fails."""
+"""What the bindings share: giving a binding its outer factory's names, entering and
+closing what a factory handed over, and running every teardown step whatever fails."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["close_resource", "look_like", "run_all"]
+__all__ = ["close_resource", "enter_made", "exit_manager", "look_like", "run_all"]
 
 
 async def close_resource(resource: Any) -> None:
@@ -18,6 +19,28 @@ async def close_resource(resource: Any) -> None:
             if inspect.isawaitable(result):
                 await result
             return
+
+
+async def enter_made(made: Any, is_resource: Callable[[Any], bool], entered: list[Any]) -> Any:
+    """What a factory made, entered when it is a context manager rather than the
+    resource (``AsyncSqliteSaver.from_conn_string(...)``); ``entered`` gets the manager."""
+    if is_resource(made):
+        return made
+    if hasattr(made, "__aenter__"):
+        resource = await made.__aenter__()
+    elif hasattr(made, "__enter__"):
+        resource = await asyncio.to_thread(made.__enter__)
+    else:
+        return made
+    entered.append(made)
+    return resource
+
+
+async def exit_manager(manager: Any) -> None:
+    if hasattr(manager, "__aexit__"):
+        await manager.__aexit__(None, None, None)
+    else:
+        await asyncio.to_thread(manager.__exit__, None, None, None)
 
 
 def look_like(binding: Any, factory: Callable[..., Any], default_name: str) -> None:

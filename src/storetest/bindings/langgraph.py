@@ -23,8 +23,7 @@ for a saver whose other API's methods only raise. The optional ``copy_thread``,
 their clauses are not claimed (:func:`optional_of`). The clauses send LangGraph's own
 values: checkpoints built by :func:`checkpoint`, versions from the saver's
 ``get_next_version``. LangGraph is imported when first needed, never by ``import
-storetest``; without it the error names
-``storetest[langgraph]``.
+storetest``; without it the error names ``storetest[langgraph]``.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
 from storetest._engine.harness import close_factory, enter_factory
-from storetest.bindings._support import close_resource, look_like, run_all
+from storetest.bindings._support import close_resource, enter_made, exit_manager, look_like, run_all
 
 __all__ = ["CHECKPOINT_METHODS", "OPTIONAL", "CheckpointSaver", "Checkpointers", "apis_of", "checkpoint",
            "checkpointers", "langgraph", "optional_of"]
@@ -113,10 +112,8 @@ _OPTIONAL_METHODS: Final = {"copy_thread": _optional("copy_thread"), "prune": _o
 
 
 def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    configurable: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
-    if checkpoint_id is not None:
-        configurable["checkpoint_id"] = checkpoint_id
-    return {"configurable": configurable}
+    ids = {} if checkpoint_id is None else {"checkpoint_id": checkpoint_id}
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, **ids}}
 
 
 def plain(found: Any) -> dict[str, Any] | None:
@@ -190,9 +187,7 @@ class CheckpointSaver:
     async def list_checkpoints(self, thread: str, ns: str | None, filter: dict[str, Any] | None = None,
                                before: str | None = None, limit: int | None = None,
                                api: str = "") -> list[dict[str, Any] | None]:
-        config: dict[str, Any] = {"configurable": {"thread_id": thread}}
-        if ns is not None:
-            config["configurable"]["checkpoint_ns"] = ns
+        config = {"configurable": {"thread_id": thread, **({} if ns is None else {"checkpoint_ns": ns})}}
         found = await self._do("list", api, config, filter=filter,
                                before=None if before is None else _config(thread, ns or "", before), limit=limit)
         return [plain(x) for x in found]
@@ -218,10 +213,8 @@ class Checkpointers:
         if api not in (None, "async", "sync"):
             raise ValueError(f"checkpointers(api=...) takes 'async' or 'sync', not {api!r}")
         if not callable(factory):
-            raise TypeError(
-                f"checkpointers() takes the outer factory (fixtures in, a LangGraph saver out), not "
-                f"{type(factory).__name__}; e.g. checkpointers(lambda: InMemorySaver())"
-            )
+            raise TypeError(f"checkpointers() takes the outer factory (fixtures in, a LangGraph saver out), not "
+                            f"{type(factory).__name__}; e.g. checkpointers(lambda: InMemorySaver())")
         self.factory = factory
         self.label = label
         self.api = api
@@ -240,8 +233,9 @@ class Checkpointers:
         entered: list[Any] = []
         saver: Any = None
         try:
-            saver = await _entered(await enter_factory(self.label, self.factory, fixtures, closers), entered)
-            if not hasattr(saver, "get_next_version") or not callable(getattr(saver, "get_tuple", None)):
+            saver = await enter_made(await enter_factory(self.label, self.factory, fixtures, closers), _is_saver,
+                                    entered)
+            if not hasattr(saver, "get_next_version") or not _is_saver(saver):
                 raise TypeError(f"the {self.label} of checkpointers returned {saver!r}: it must return a LangGraph "
                                 "saver (a langgraph.checkpoint.base.BaseCheckpointSaver)")
             apis = apis_of(saver)
@@ -259,34 +253,15 @@ class Checkpointers:
             optional = {name: _OPTIONAL_METHODS[name] for name in optional_of(saver)}
             yield type(type(saver).__name__, (CheckpointSaver,), optional)(saver, self.label, api, apis)
         finally:
-            await run_all([functools.partial(_close, saver)] + [functools.partial(_exit, c) for c in entered]
+            await run_all([functools.partial(_close, saver)] + [functools.partial(exit_manager, c) for c in entered]
                           + [functools.partial(close_factory, c) for _, c in reversed(closers)])
 
     def __repr__(self) -> str:
         return f"checkpointers({self.__module__}:{self.__qualname__})"
 
 
-async def _entered(made: Any, entered: list[Any]) -> Any:
-    """The saver a factory made, entering what it returned when that is a context
-    manager rather than a saver (``AsyncSqliteSaver.from_conn_string(...)``)."""
-    if callable(getattr(made, "get_tuple", None)):
-        return made
-    if hasattr(made, "__aenter__"):
-        saver = await made.__aenter__()
-        entered.append(made)
-        return saver
-    if hasattr(made, "__enter__"):
-        saver = await asyncio.to_thread(made.__enter__)
-        entered.append(made)
-        return saver
-    return made
-
-
-async def _exit(manager: Any) -> None:
-    if hasattr(manager, "__aexit__"):
-        await manager.__aexit__(None, None, None)
-    else:
-        await asyncio.to_thread(manager.__exit__, None, None, None)
+def _is_saver(made: Any) -> bool:
+    return callable(getattr(made, "get_tuple", None))
 
 
 async def _close(saver: Any) -> None:
