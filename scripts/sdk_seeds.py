@@ -25,12 +25,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The SDK modules of tests/ecosystem (as scripts/ecosystem_table.py lists them).
+SDKS = ("openai_agents", "langchain", "adk", "langgraph", "agent_framework", "llama_index")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clause", action="append", required=True)
-    parser.add_argument("--sdk", action="append", choices=("openai_agents", "langchain", "adk"))
+    parser.add_argument("--sdk", action="append", choices=SDKS, help="default: every SDK")
     parser.add_argument("--only", action="append", default=[], metavar="SUBSTRING", help="contenders whose name has it")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--seed-base", type=int, default=1)
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
     new = False
     with fixtures_outside_pytest() as fixture:
-        for sdk in ["reference"] if args.reference else args.sdk or ("openai_agents", "langchain", "adk"):
+        for sdk in ["reference"] if args.reference else args.sdk or SDKS:
             module = _reference() if sdk == "reference" else importlib.import_module(f"tests.ecosystem.{sdk}")
             listed = {(d.contender, d.clause) for d in module.DEFECTS}
             for contender in module.CONTENDERS:
@@ -52,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
                 failed: dict[str, list[str]] = {c: [] for c in clauses}
                 began = time.perf_counter()
                 for seed in range(args.seed_base, args.seed_base + args.seeds):
-                    report = check(contender.binding(), seed=seed, name=contender.name, clauses=clauses,
-                                   skip=dict(contender.skip), fixtures=fixture)
+                    binding = contender.binding()
+                    report = check(binding, seed=seed, name=contender.name, clauses=clauses,
+                                   skip=dict(contender.skip), fixtures=fixture,
+                                   reopen=binding if getattr(contender, "reopen", False) else None)
                     for r in report.results:
                         if r.outcome in ("failed", "error"):
                             failed[r.clause].append(f"seed {seed}: {r.outcome}: "
