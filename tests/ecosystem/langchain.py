@@ -152,6 +152,11 @@ DEFECTS: tuple[Defect, ...] = (
     _d(_SQLITE, "first_calls_on_a_fresh_backend_succeed", "Constructors racing on a fresh file: create_all "
        "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'table message_store "
        "already exists'.", "sql_sqlite_create_table_race"),
+    # The k racers of these clauses each construct a history of their own on a fresh file.
+    *(_d(_SQLITE, clause, "Racers constructing histories on a fresh file: create_all checks for the table, then "
+         "creates it, and a second constructor raises 'table message_store already exists'.",
+         "sql_sqlite_create_table_race") for clause in ("concurrent_batches_never_interleave",
+                                                         "concurrent_adds_lose_nothing")),
     _d(_SQLPG, "first_calls_on_a_fresh_backend_succeed", "Constructors racing on a fresh database: create_all "
        "checks for the table, then creates it, and a second constructor's CREATE TABLE raises 'relation "
        "message_store already exists' (or PostgreSQL's catalog refuses the second type: pg_type_typname_nsp_index).",
