@@ -511,6 +511,7 @@ SHAPE_SAMPLES: dict[str, Any] = {
     "identical steers merged into one": lambda: describe_steers(["a", "a"], ["a"]),
     "steers returned last-in-first-out": lambda: describe_steers(["a", "b", "c"], ["c", "b", "a"]),
     "a take capped by a page size or a byte budget": lambda: describe_steers(["a", "b"], ["a"]),
+    "taken before came back again": lambda: describe_steers(["c"], ["a", "b", "c"], taken=["a", "b"]),
 }
 
 

@@ -12,7 +12,7 @@ import string
 import unicodedata
 import urllib.parse
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 from storetest._engine.explain import explain_text, minimal_diff
@@ -318,6 +318,8 @@ def _examples(items: Sequence[str], limit: int = 3) -> str:
 
 
 #: What a steer numbered by its handle, not by the database, does: the line's cause.
+TAKEN_AGAIN = ("taken before came back again: a take returned them and did not remove them (the DELETE missing "
+               "or never committed)")
 SAME_NUMBERS = ("two handles numbered their steers alike: one's steer replaced the other's (a steer's sequence "
                 "number counted per handle, in the process or cached from one read of max(seq), and the steer "
                 "stored under it with an upsert); draw the number from the database (an identity column, INCR)")
@@ -335,12 +337,14 @@ def numbered_alike(sent: Sequence[str], got: Sequence[str], numbers: Sequence[tu
 
 
 def describe_steers(sent: Sequence[str], got: Sequence[str],
-                    numbers: Sequence[tuple[int, int]] | None = None) -> str:
+                    numbers: Sequence[tuple[int, int]] | None = None, taken: Collection[str] = ()) -> str:
     """What happened to a queue of steers: lost, duplicated, unexpected, out of order.
 
     :param numbers: which handle added each steer of ``sent`` and how many that handle had
         added to the session before (``(handle, n)``): steers two handles numbered alike,
         one replacing the other, are named so, not "lost" or "identical steers merged".
+    :param taken: steers earlier takes of the session returned: one back again is named
+        so, not "never added".
     """
     sent, got = list(sent), list(got)
     if sent == got:
@@ -368,7 +372,10 @@ def describe_steers(sent: Sequence[str], got: Sequence[str],
     dup = Counter({k: have[k] - want[k] for k in have if k in want and have[k] > want[k]})
     if dup:
         problems.append(f"{sum(dup.values())} steer(s) duplicated: {_examples(list(dup))}")
-    unexpected = [k for k in have if k not in want]
+    again = [k for k in have if k not in want and k in taken]
+    if again:
+        problems.append(f"{len(again)} steer(s) {TAKEN_AGAIN}: {_examples(again)}")
+    unexpected = [k for k in have if k not in want and k not in taken]
     if unexpected:
         problems.append(f"{len(unexpected)} steer(s) never added came back: {_examples(unexpected)}")
     if not problems:

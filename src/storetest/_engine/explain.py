@@ -214,6 +214,7 @@ SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("steers", "identical steers merged into one"),
     ("steers", "steers returned last-in-first-out"),
     ("steers", "a take capped by a page size or a byte budget"),
+    ("steers", "taken before came back again"),
 )
 
 #: Widths that columns, keys and buffers commonly cut at, and where each comes from.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -217,15 +217,15 @@ class Check:
             self.differs(session, describe_transcript(sent, got, previous), sent, got, expected)
 
     def steers(self, session: str, sent: Sequence[str], got: object, expected: bool = False,
-               numbers: Sequence[tuple[int, int]] | None = None) -> None:
+               numbers: Sequence[tuple[int, int]] | None = None, taken: Collection[str] = ()) -> None:
         """``numbers``: which handle added each steer and how many it had added to the
-        session before (see :func:`describe_steers`)."""
+        session before; ``taken``: what earlier takes returned (see :func:`describe_steers`)."""
         if got is RAISED:
             return
         if not isinstance(got, list):
             self.add(session, f"take_steers() returned {type(got).__name__}, not a list", got=got)
         elif got != list(sent):
-            self.differs(session, describe_steers(sent, got, numbers), sent, got, expected)
+            self.differs(session, describe_steers(sent, got, numbers, taken), sent, got, expected)
 
     def raise_if_any(self) -> None:
         if self.violations:

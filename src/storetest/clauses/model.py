@@ -58,6 +58,8 @@ def store_matches_model(t: Target) -> None:
             # For each queued steer, its handle and how many steers that handle had added to
             # the session before it: steers two handles numbered alike are named so.
             self.numbers: dict[str, list[tuple[int, int]]] = {}
+            #: What each session's takes have returned, so a steer handed out again is named.
+            self.taken: dict[str, list[str]] = {}
             self.added: Counter[tuple[str, int]] = Counter()
             self.written: dict[str, int] = {}  # session -> the step that last wrote it
             self.step = 0
@@ -80,8 +82,8 @@ def store_matches_model(t: Target) -> None:
                     return other
             return None
 
-        def _check(self, session: str, kind: str, sent: Any, got: Any,
-                   numbers: list[tuple[int, int]] | None = None, previous: list[Message] | None = None) -> None:
+        def _check(self, session: str, kind: str, sent: Any, got: Any, numbers: list[tuple[int, int]] | None = None,
+                   previous: list[Message] | None = None, taken: list[str] | None = None) -> None:
             check = Check(store_matches_model)
             other = self._merged_with(session, kind, sent, got) if got != sent else None
             if other is not None:
@@ -91,7 +93,7 @@ def store_matches_model(t: Target) -> None:
             elif kind == "transcript":
                 check.transcript(session, sent, got, previous or (), expected=True)
             else:
-                check.steers(session, sent, got, expected=True, numbers=numbers)
+                check.steers(session, sent, got, expected=True, numbers=numbers, taken=taken or ())
             check.raise_if_any()
 
         @rule(which=index, handle=which_handle, transcript=strategies.model_transcripts)
@@ -128,7 +130,9 @@ def store_matches_model(t: Target) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: take_steers({session!r})")
             got = t.run(handles[handle].take_steers(session))
-            self._check(session, "steers", self.steers.pop(session, []), got, self.numbers.pop(session, []))
+            sent = self.steers.pop(session, [])
+            self._check(session, "steers", sent, got, self.numbers.pop(session, []), taken=self.taken.get(session, []))
+            self.taken.setdefault(session, []).extend(sent)
 
         @invariant()
         def first_session_matches(self) -> None:
