@@ -5,6 +5,7 @@ store author can act on. Every function returns one line, never raises."""
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import html
 import json
 import re
@@ -429,7 +430,9 @@ def describe_id_merge(one: str, other: str) -> str:
             f"an id was merged with its {shorter}-character prefix "
             "(ids truncated, or matched with LIKE/startswith)"
         )
-    if any(c in one + other for c in "*?[]"):
+    # Only where one id, read as a pattern, does match the other: two ids a hash merged
+    # may hold a '*' by chance.
+    if any(c in one + other for c in "*?[]") and (fnmatch.fnmatchcase(other, one) or fnmatch.fnmatchcase(one, other)):
         return ("an id with glob characters (* ? [ ]) matched another id: a SCAN/KEYS MATCH or fnmatch "
                 "pattern built from an unescaped id")
     differences = []
