@@ -38,6 +38,17 @@ BINDINGS = {
     "log-stores": ("from reference_stores.jsonl_log import JsonlLogStore",
                    "lambda tmp_path: JsonlLogStore(tmp_path / 'sessions')",
                    {"log_appends_survive_a_crash"}),
+    "checkpointers": ("from storetest import checkpointers\nfrom tests.checkpointers import FileSaver",
+                      "checkpointers(lambda tmp_path: FileSaver(tmp_path))",
+                      {"put_writes_from_processes_lose_nothing", "checkpoints_survive_a_crash"}),
+    "llama-index-chat-stores": (
+        "from storetest import llama_index_chat_stores\nfrom tests.llama_index_stores import SQLiteChatStore",
+        "llama_index_chat_stores(lambda tmp_path: SQLiteChatStore(path=str(tmp_path / 'chat.db')))",
+        {"adds_from_processes_land_whole", "items_survive_a_crash"}),
+    "history-providers": (
+        "from storetest import history_providers\nfrom tests.history_providers import SQLiteHistoryProvider",
+        "history_providers(lambda tmp_path: SQLiteHistoryProvider(tmp_path / 'history.db'))",
+        {"adds_from_processes_land_whole", "items_survive_a_crash"}),
 }
 
 
