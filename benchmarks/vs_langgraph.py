@@ -15,12 +15,14 @@ cache); later rounds reuse them (second runs). Printed: each run's wall time (ar
 child process), the ratio ours/theirs per round, the median of the second runs' ratios,
 and the load averages before and after.
 
-Part 2: ``adds_from_processes_land_whole`` (the process clause) and one crash clause,
-each in a fresh process through ``check()`` with a factory written as a lambda, for each
-binding's store that has them: an item session (``tests.item_histories``, SQLite), the
-OpenAI Agents SDK's ``SQLiteSession`` and ``RedisSession`` (on a throwaway Redis), a
-LangChain chat history (``tests.chat_histories``, SQLite). ADK session services have
-no process or crash clause. Printed: the clause's own seconds (the report's) and its
+Part 2: the process clause (``adds_from_processes_land_whole``; a checkpointer's
+``put_writes_from_processes_lose_nothing``) and one crash clause, each in a fresh process
+through ``check()`` with a factory written as a lambda, for each binding's store that has
+them: an item session (``tests.item_histories``, SQLite), the OpenAI Agents SDK's
+``SQLiteSession`` and ``RedisSession`` (on a throwaway Redis), a LangChain chat history
+(``tests.chat_histories``, SQLite), a LangGraph checkpointer (``tests.checkpointers``'s
+``FileSaver``), a LlamaIndex chat store and an Agent Framework history provider (both
+SQLite, from ``tests``). ADK session services have no process or crash clause. Printed: the clause's own seconds (the report's) and its
 outcome; for the two stores with an importable factory, the process clause again right
 after with children spawned (``STORETEST_CHILDREN=spawn``) and the ratio forked/spawned.
 
@@ -60,7 +62,8 @@ THEIRS = textwrap.dedent("""
 """)
 
 #: Per binding: the imports, a lambda factory (the fork server's case), the crash clause
-#: it claims (or ""), and an importable factory for the spawned comparison (or "").
+#: it claims (or ""), and an importable factory for the spawned comparison (or ""); the
+#: process clause is ``adds_from_processes_land_whole`` but where ``PROCESS_CLAUSE`` says.
 BINDINGS = {
     "item session (SQLite, tests.item_histories)": (
         "from storetest import item_sessions\nfrom tests.item_histories import SQLiteItemSession",
@@ -80,7 +83,20 @@ BINDINGS = {
         "from storetest import chat_histories\nfrom tests.chat_histories import SQLiteChatHistory",
         "chat_histories(lambda tmp_path: lambda sid: SQLiteChatHistory(sid, tmp_path / 'chat.db'))",
         "", "tests.chat_histories:sqlite_chat"),
+    "LangGraph checkpointer (FileSaver, tests.checkpointers)": (
+        "from storetest import checkpointers\nfrom tests.checkpointers import FileSaver",
+        "checkpointers(lambda tmp_path: FileSaver(tmp_path))",
+        "checkpoints_survive_a_crash", ""),
+    "LlamaIndex chat store (SQLite, tests.llama_index_stores)": (
+        "from storetest import llama_index_chat_stores\nfrom tests.llama_index_stores import SQLiteChatStore",
+        "llama_index_chat_stores(lambda tmp_path: SQLiteChatStore(path=str(tmp_path / 'chat.db')))",
+        "items_survive_a_crash", ""),
+    "Agent Framework history provider (SQLite, tests.history_providers)": (
+        "from storetest import history_providers\nfrom tests.history_providers import SQLiteHistoryProvider",
+        "history_providers(lambda tmp_path: SQLiteHistoryProvider(tmp_path / 'history.db'))",
+        "items_survive_a_crash", ""),
 }
+PROCESS_CLAUSE = {"LangGraph checkpointer (FileSaver, tests.checkpointers)": "put_writes_from_processes_lose_nothing"}
 
 CLAUSE_RUN = textwrap.dedent("""
     import json, time
@@ -88,7 +104,7 @@ CLAUSE_RUN = textwrap.dedent("""
     {imports}
     from storetest import check
     make = {factory}
-    clauses = ["adds_from_processes_land_whole"] + ([{crash!r}] if {crash!r} else [])
+    clauses = [{process!r}] + ([{crash!r}] if {crash!r} else [])
     report = check(make, clauses=clauses, reopen=make if {crash!r} else None)
     print(json.dumps({{"wall": time.perf_counter() - started,
                       "results": [[r.clause, r.outcome, r.seconds, r.diagnosis[:200]] for r in report.results]}}))
@@ -143,9 +159,10 @@ def side_by_side(rounds: int) -> None:
     print(f"  load after: {load()}")
 
 
-def clause_run(imports: str, factory: str, crash: str, spawn: bool) -> tuple[dict[str, object] | None, str]:
+def clause_run(imports: str, factory: str, crash: str, spawn: bool,
+               process: str = "adds_from_processes_land_whole") -> tuple[dict[str, object] | None, str]:
     with tempfile.TemporaryDirectory(prefix="vs-langgraph-binding-") as d:
-        script = CLAUSE_RUN.format(imports=imports, factory=factory, crash=crash)
+        script = CLAUSE_RUN.format(imports=imports, factory=factory, crash=crash, process=process)
         env = environment(Path(d) / "cache")
         if spawn:
             env["STORETEST_CHILDREN"] = "spawn"
@@ -160,7 +177,8 @@ def clause_run(imports: str, factory: str, crash: str, spawn: bool) -> tuple[dic
 def bindings() -> None:
     print(f"== the process clause (and a crash clause) per binding, lambda factories (load before {load()})")
     for name, (imports, factory, crash, importable) in BINDINGS.items():
-        found, error = clause_run(imports, factory, crash, spawn=False)
+        found, error = clause_run(imports, factory, crash, spawn=False,
+                                  process=PROCESS_CLAUSE.get(name, "adds_from_processes_land_whole"))
         if found is None:
             print(f"  {name}: {error}")
             continue

@@ -525,7 +525,7 @@ def adds_from_processes_land_whole(t: Target) -> None:
     history rewritten from a stale copy read by another process.
     """
     session = t.new_session("items-processes")
-    writers, seconds, size = 3, 2.0, 6
+    writers, seconds, size = 3, 1.0, 6
     with checking(adds_from_processes_land_whole, t.run) as check:
         t.tick()
         roles = [*(("writer", w) for w in range(writers)), ("reader", writers)]
