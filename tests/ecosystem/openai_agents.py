@@ -223,6 +223,12 @@ DEFECTS: list[Defect] = [
            "create_tables=True is create-if-missing under a per-process lock: a process whose check ran before "
            "another process's CREATE TABLE fails its first call with 'table agent_sessions already exists'.",
            f"{_REPROS}/sqlalchemy_sqlite_create_tables_races.py", deterministic=True),
+    Defect("SQLAlchemySession (PostgreSQL, asyncpg)", "adds_from_processes_land_whole",
+           "create_tables=True is create-if-missing under a per-process lock: writers in several processes making "
+           "their first calls at once on a fresh database, one whose check ran before another's CREATE TABLE fails "
+           "with 'relation agent_sessions already exists' (or PostgreSQL's catalog refuses the second type: "
+           "pg_type_typname_nsp_index).",
+           f"{_REPROS}/sqlalchemy_postgres_create_tables_races.py", deterministic=True),
     Defect("SQLAlchemySession (MariaDB, create_tables=True)", "first_calls_on_a_fresh_backend_succeed",
            "create_tables=True cannot create its tables on MySQL or MariaDB: the session id is a String with "
            "no length (CompileError: VARCHAR requires a length on dialect mysql).",
