@@ -36,6 +36,7 @@ from pathlib import Path
 from reference_stores.memory import MemoryStore
 
 MARK, LOG = Path(os.environ["STOP_MARK"]), Path(os.environ["STOP_LOG"])
+SENT = Path(os.environ["STOP_MARK"] + ".sent")
 AT, MODE = int(os.environ["STOP_AT"]), os.environ["STOP_MODE"]
 HOLD = float(os.environ.get("STOP_HOLD", "1.5"))
 made = [0]
@@ -56,13 +57,20 @@ def mark():
 def at_point(store):
     """Whether this call is to block (``call``): the k-th store's first call. In
     ``running`` the clause runs on, but every call of that store from then on takes
-    50 ms, so the interrupt lands somewhere in the clause, still in flight."""
+    50 ms, and until the test has sent the interrupt (``SENT``) each waits for it in
+    50 ms steps, so the interrupt lands somewhere in the clause, still in flight,
+    however late a loaded machine lets the test send it."""
     if store.k != AT or MODE not in ("call", "running"):
         return False
     if mark():
         return MODE == "call"
     if MODE == "running":
-        time.sleep(0.05)
+        waited = 0
+        while True:
+            time.sleep(0.05)
+            waited += 1
+            if SENT.exists() or waited > 600:
+                break
     return False
 
 
@@ -196,6 +204,7 @@ def _interrupt_at(runner: str, point: tuple[int, str, str], tmp: Path) -> list[s
     tmp = tmp / "run"
     try:
         _wait_for(tmp / "mark", process)
+        (tmp / "mark.sent").touch()
         os.killpg(process.pid, signal.SIGINT)
         out, err = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:
