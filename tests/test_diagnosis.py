@@ -52,6 +52,20 @@ def test_merged_ids_are_explained() -> None:
     assert "prefix" in describe_id_merge("x" * 64 + "1", "x" * 64)
 
 
+def test_like_is_named_only_where_it_explains_the_merge() -> None:
+    """A hash merged 'iso-a' with 'iso-_' (memory-id-hash-prefix read 'LIKE' on a
+    fresh-clone run): a write by the pattern 'iso-_' would have reached 'iso-A' too,
+    which read back its own."""
+    like = "LIKE instead of ="
+    assert like in describe_id_merge("iso-_", "iso-a", read_back_own=["iso-A"])  # read by pattern
+    assert like in describe_id_merge("iso-a", "iso-_", read_back_own=[])  # written by pattern, reaching all before
+    assert like in describe_id_merge("iso-a", "iso-_", read_back_own=["iso-ab"])  # '_' reaches one character
+    assert like not in describe_id_merge("iso-a", "iso-_", read_back_own=["iso-A"])
+    assert "hashed" in describe_id_merge("iso-a", "iso-_", read_back_own=["iso-A"])
+    assert like not in describe_id_merge("iso-ab", "iso-_")  # neither, as a pattern, matches the other
+    assert like in describe_id_merge("iso-a", "iso-_")  # no direction known: either may be the pattern
+
+
 def test_entry_logs_name_the_corruption() -> None:
     """Each broken log store's damage gets its own words."""
     from datetime import datetime, timedelta, timezone

@@ -397,10 +397,15 @@ def _unescape_backslashes(text: str) -> str:
         return text
 
 
-def describe_id_merge(one: str, other: str) -> str:
+def describe_id_merge(one: str, other: str, *, read_back_own: Collection[str] | None = None) -> str:
     """Why a store would treat two distinct session ids as one: every way they differ
     that some collation or key column ignores, named together (``'A'`` and ``'a  '``
-    differ by case *and* trailing spaces)."""
+    differ by case *and* trailing spaces).
+
+    ``read_back_own``, where the caller knows it: reading ``one`` gave what was saved to
+    ``other``, and these ids, saved before ``other``, read back their own. A ``LIKE``
+    is then named only where it explains the merge: ``one`` read as a pattern matches
+    ``other``, or ``other``, written as a pattern, matches ``one`` and none of those."""
     if "\x00" in one + other and one.split("\x00")[0] == other.split("\x00")[0]:
         return "ids were cut at a NUL character"
     for decode, kind in ((urllib.parse.unquote_plus, "percent-escapes (URL-decoded on its way)"),
@@ -459,9 +464,23 @@ def describe_id_merge(one: str, other: str) -> str:
             f"ids that differ only after their first {common} characters were merged "
             "(the id truncated to fit a key, e.g. VARCHAR(64) or id[:64])"
         )
-    if "%" in one + other or "_" in one + other:
+    if _like_explains(one, other, read_back_own):
         return "ids with SQL wildcards (% or _) matched other ids (LIKE instead of =)"
     return "two distinct ids share data (ids hashed or truncated?)"
+
+
+def _like(pattern: str, value: str) -> bool:
+    """Whether SQL ``value LIKE pattern`` holds, case-sensitively (PostgreSQL's ``LIKE``;
+    SQLite's and MySQL's match more)."""
+    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.DOTALL) is not None
+
+
+def _like_explains(one: str, other: str, read_back_own: Collection[str] | None) -> bool:
+    if read_back_own is None:  # no direction known: either id as the pattern
+        return _like(one, other) or _like(other, one)
+    # A read by pattern returns a match; a write by pattern reaches every match saved before it.
+    return _like(one, other) or (_like(other, one) and not any(_like(other, k) for k in read_back_own))
 
 
 # Redis Cluster's refusal of a multi-key command across slots: the server's reply

@@ -309,12 +309,12 @@ def _check_isolation(t: Target, ids: Sequence[str], clause_fn: Callable[..., Any
                              t.store.add_steer(session, f"steer for session #{i}"))
             usable.append(saved is not RAISED)
         merged: set[tuple[int, int]] = set()
-        for i, session in enumerate(ids):
-            if not usable[i]:
-                continue
-            got = call(session, f"messages({session!r})", t.store.messages(session))
-            want = [Message.text("user", f"saved to session #{i}")]
-            if got is RAISED or got == want:
+        read = {i: call(session, f"messages({session!r})", t.store.messages(session))
+                for i, session in enumerate(ids) if usable[i]}
+        own = {i for i, got in read.items() if got == [Message.text("user", f"saved to session #{i}")]}
+        for i, got in read.items():
+            session, want = ids[i], [Message.text("user", f"saved to session #{i}")]
+            if got is RAISED or i in own:
                 continue
             found = [p.text for m in got if isinstance(m, Message) for p in m.content if isinstance(p, Text)] \
                 if isinstance(got, list) else []
@@ -322,8 +322,10 @@ def _check_isolation(t: Target, ids: Sequence[str], clause_fn: Callable[..., Any
             if others:
                 j = others[0]
                 merged.add((min(i, j), max(i, j)))
+                # What a write by pattern to ids[j] would have reached: the ids saved before it.
                 check.add(session, f"sessions merged: reading {session!r} gave the transcript saved to "
-                          f"{ids[j]!r}: " + describe_id_merge(session, ids[j]))
+                          f"{ids[j]!r}: " + describe_id_merge(session, ids[j],
+                                                              read_back_own=[ids[k] for k in own if k < j]))
             else:
                 check.transcript(session, want, got)
         if not steers:
