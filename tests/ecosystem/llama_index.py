@@ -175,6 +175,8 @@ _SIMPLE, _SQLITE, _PGB, _PGJ, _REDIS = ("SimpleChatStore", "SQLiteChatStore", "P
 _SA_SQLITE, _SA_PG, _SA_MARIA = ("SQLAlchemyChatStore (SQLite)", "SQLAlchemyChatStore (PostgreSQL)",
                                  "SQLAlchemyChatStore (MariaDB)")
 _BYTES = "delete_last_message returns RPOP's raw bytes, not a ChatMessage"
+_FIRST_MISS = ("below 1 in 10^9 (measured: 3 of 100 single attempts of each case missed at a load of 8; the loop "
+               "makes up to 10)")
 _FIRST = ("The table is created on first use with nothing between two first calls: a concurrent call on one store "
           "finds it set up but not created ('no such table'), two stores both CREATE it ('already exists').")
 #: Measured once: 20 of 20 runs of the repro (two processes, 200 batches each) found split batches.
@@ -217,11 +219,12 @@ DEFECTS: tuple[Defect, ...] = (
        "applications' included.", "redis_get_keys_every_key"),
     _d(_REDIS, "set_messages_is_atomic_to_readers", "set_messages is DEL, then one RPUSH per message: a reader in "
        "between sees part of the new list (beyond the protocol's promise).", "redis_set_messages_in_steps"),
-    *(_d(_SA_SQLITE, clause, _FIRST, "sqlalchemy_first_calls_race") for clause in (
+    *(_d(_SA_SQLITE, clause, _FIRST, "sqlalchemy_first_calls_race", False, _FIRST_MISS) for clause in (
         "a_batch_is_atomic_to_readers", "concurrent_batches_never_interleave", "concurrent_adds_lose_nothing",
         "first_calls_on_a_fresh_backend_succeed", "adds_from_processes_land_whole")),
     _d(_SA_PG, "first_calls_on_a_fresh_backend_succeed", _FIRST.replace("('already exists')", "(a UniqueViolation "
-       "on pg_type); the repro runs on SQLite, the code is the same"), "sqlalchemy_first_calls_race"),
+       "on pg_type); the repro runs on SQLite, the code is the same"), "sqlalchemy_first_calls_race", False,
+       _FIRST_MISS),
     *(_d(name, "set_messages_is_atomic_to_readers", _SET_STEPS, "sqlalchemy_set_messages_in_steps")
       for name in (_SA_SQLITE, _SA_PG)),
     _d(_SA_PG, "adds_from_processes_land_whole", "Batches from writers in two processes interleave: add_messages "

@@ -7,7 +7,10 @@ UniqueViolation on pg_type). Every clause whose first calls race fails so
 concurrent_adds_lose_nothing, first_calls_on_a_fresh_backend_succeed,
 adds_from_processes_land_whole).
 
-Deterministic: the first calls are started together on one event loop (no timing)."""
+A bounded loop: the first calls start together on one event loop, but each
+connection runs its statements on a thread of its own (aiosqlite), so a loaded machine
+can finish one CREATE TABLE before the other call looks (measured: 3 of 100 single
+attempts of each case missed at a load of 8); each case is tried up to 10 times."""
 
 import asyncio
 import tempfile
@@ -31,8 +34,11 @@ async def _first_calls(url: str, stores: int) -> list[BaseException]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for stores, error in ((1, "no such table: chat"), (2, "table chat already exists")):
-            url = f"sqlite+aiosqlite:///{Path(tmp) / f'{stores}.db'}"
-            raised = asyncio.run(_first_calls(url, stores))
+            for attempt in range(10):
+                url = f"sqlite+aiosqlite:///{Path(tmp) / f'{stores}-{attempt}.db'}"
+                raised = asyncio.run(_first_calls(url, stores))
+                if raised:
+                    break
             assert raised and isinstance(raised[0], OperationalError), f"{stores} store(s): no call raised"
             assert error in str(raised[0]), raised[0]
 
