@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
-from storetest._engine.explain import explain_text, minimal_diff
+from storetest._engine.explain import backslash_decoded, explain_text, minimal_diff
 from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
 from storetest.entries import Compaction, Custom, Entry
 
@@ -390,12 +390,6 @@ def _strip_accents(s: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
 
 
-def _unescape_backslashes(text: str) -> str:
-    try:
-        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
-    except (UnicodeDecodeError, ValueError):
-        return text
-
 
 def describe_id_merge(one: str, other: str, *, read_back_own: Collection[str] | None = None) -> str:
     """Why a store would treat two distinct session ids as one: every way they differ
@@ -410,7 +404,7 @@ def describe_id_merge(one: str, other: str, *, read_back_own: Collection[str] | 
         return "ids were cut at a NUL character"
     for decode, kind in ((urllib.parse.unquote_plus, "percent-escapes (URL-decoded on its way)"),
                          (html.unescape, "HTML entities (HTML-unescaped on its way)"),
-                         (_unescape_backslashes, "backslash escapes (unescaped on its way)"),
+                         (backslash_decoded, "backslash escapes (unescaped on its way)"),
                          (lambda s: unicodedata.normalize("NFKC", s), "NFKC compatibility forms")):
         if unicodedata.normalize("NFC", one) != unicodedata.normalize("NFC", other) and (
                 decode(one) == other or decode(other) == one or decode(one) == decode(other)):

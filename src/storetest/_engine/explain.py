@@ -88,11 +88,20 @@ def _utf8mb3(s: str) -> str:
     return re.sub("[\U00010000-\U0010FFFF]", "?", s)
 
 
-def _backslash_decoded(s: str) -> str:
+# A backslash and the character after it; unicode_escape warns (DeprecationWarning) on
+# an escape it does not know and keeps it as it is, so those are kept by hand.
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_KNOWN_ESCAPES = frozenset("\\'\"abfnrtv01234567xNuU\n")
+
+
+def backslash_decoded(s: str) -> str:
+    """``s`` with its backslash escapes decoded as Python reads them (``\\n``, ``\\u00e9``),
+    unknown ones (``\\d``) kept; ``s`` itself where an escape is malformed."""
     if "\\" not in s:
         return s
+    known = _ESCAPE.sub(lambda m: m[0] if m[1] in _KNOWN_ESCAPES else "\\" + m[0], s)
     try:
-        return codecs.decode(s.encode("latin-1", "backslashreplace"), "unicode_escape")
+        return codecs.decode(known.encode("latin-1", "backslashreplace"), "unicode_escape")
     except (UnicodeDecodeError, ValueError):
         return s
 
@@ -161,7 +170,7 @@ TRANSFORMS: Final[tuple[Transform, ...]] = (
     Transform("escapes", "HTML entities decoded (&amp; became &)", html.unescape),
     Transform("escapes", "HTML-escaped (& became &amp;: a template or sanitizer on the way)", html.escape, ">="),
     Transform("escapes", "backslash escapes decoded (\\n became a newline: an escape-processing layer, e.g. "
-              "MySQL without NO_BACKSLASH_ESCAPES on hand-built SQL)", _backslash_decoded),
+              "MySQL without NO_BACKSLASH_ESCAPES on hand-built SQL)", backslash_decoded),
     Transform("charset", "C1 controls read back as their Windows-1252 characters ('\\x91' became U+2018: a "
               "latin1 column read as cp1252)", _cp1252_c1, "="),
     Transform("charset", "UTF-8 bytes read as latin-1 (mojibake: 'é' became 'Ã©')", _utf8_as("latin-1"), ">="),
