@@ -175,7 +175,7 @@ def test_a_trusted_text_message_skips_the_checks() -> None:
         Message.text("robot", "x")  # type: ignore[arg-type]
 
 
-# -- the short forms of one tool call and one tool result -------------------------------
+# -- lists of parts read string by string -----------------------------------------------
 
 _ids = st.text(max_size=12)
 
@@ -206,7 +206,17 @@ def test_one_tool_result_decodes_as_the_general_path_does(
     assert made.content[0].is_error is is_error  # type: ignore[union-attr]
 
 
+@given(messages)
+def test_every_list_of_parts_decodes_as_the_general_path_does(message: Message) -> None:
+    """Parts are read string by string where the text is exactly encode_message's, by the
+    scanner otherwise (the spaced text): the two give the same message."""
+    body = encode_message(message)
+    spaced = body.replace('{"role":', '{"role": ', 1)
+    assert decode_trusted(body) == decode_trusted(spaced) == message
+
+
 _CALL = '{"role":"assistant","content":[{"type":"tool_call","id":"c","name":"f","arguments":"{}"}]}'
+_TWO = '{"role":"user","content":[{"type":"text","text":"a"},{"type":"attachment","media_type":"a/b","data":"AA=="}]}'
 _RESULT = '{"role":"tool","content":[{"type":"tool_result","call_id":"c","content":"out","is_error":false}]}'
 
 
@@ -214,17 +224,20 @@ _RESULT = '{"role":"tool","content":[{"type":"tool_result","call_id":"c","conten
     "garbage",
     [_CALL[:-1], _CALL + " ", _CALL + "}", _CALL[:-3] + "}}", _CALL.replace('"arguments"', '"argument"'),
      _CALL.replace('"{}"', '"{\n}"'), _CALL[:40], _RESULT[:-1], _RESULT + "]",
-     _RESULT.replace("false", "fals"), _RESULT.replace('"out"', '"o\tut"'), _RESULT[:50]],
+     _RESULT.replace("false", "fals"), _RESULT.replace('"out"', '"o\tut"'), _RESULT[:50],
+     _TWO[:-1], _TWO + "}", _TWO.replace("},{", "},,{"), _TWO.replace("},{", "}{"), _TWO.replace("}]}", "},]}"),
+     _TWO.replace('"AA=="', '"AA=="x'), _TWO.replace('"type":"text"', '"type":"video"')],
 )
-def test_the_tool_short_paths_refuse_what_the_general_one_refuses(garbage: str) -> None:
+def test_the_parts_short_path_refuses_what_the_general_one_refuses(garbage: str) -> None:
     with pytest.raises(CodecError):
         decode_trusted(garbage)
 
 
-def test_the_tool_short_paths_read_both_flags() -> None:
+def test_the_parts_short_path_reads_each_kind_of_part() -> None:
     assert decode_trusted(_RESULT).content == (ToolResult("c", "out", False),)
     assert decode_trusted(_RESULT.replace("false", "true")).content == (ToolResult("c", "out", True),)
     assert decode_trusted(_CALL).content == (ToolCall("c", "f", "{}"),)
+    assert decode_trusted(_TWO).content == (Text("a"), Attachment("a/b", b"\x00"))
 
 
 # -- attachments decoded on first access ---------------------------------------------------

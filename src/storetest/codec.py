@@ -249,15 +249,14 @@ def decode_trusted_json(raw: Any) -> Message:
         raise CodecError(f"not an encoded message ({exc}): {str(raw)[:80]!r}") from None
 
 
-# The exact text encode_message writes around a message's one tool call or one tool
-# result, the commonest messages after one-text ones: decode_trusted reads their strings
-# one by one between these, building no dicts (it is the same string reader either way).
-_CALL_HEAD: Final = ',"content":[{"type":"tool_call","id":"'
-_RESULT_HEAD: Final = ',"content":[{"type":"tool_result","call_id":"'
-_FALSE_TAIL: Final = ',"is_error":false}]}'
-_TRUE_TAIL: Final = ',"is_error":true}]}'
-_CALL_AT: Final = len(_CALL_HEAD)
-_RESULT_AT: Final = len(_RESULT_HEAD)
+# The exact text encode_message writes before each kind of part (see _part_text):
+# decode_trusted reads a list of parts string by string between these, with the
+# scanner's own string reader, building no dict.
+_CALL_HEAD: Final = '{"type":"tool_call","id":"'
+_RESULT_HEAD: Final = '{"type":"tool_result","call_id":"'
+_TEXT_HEAD: Final = '{"type":"text","text":"'
+_ATTACHMENT_HEAD: Final = '{"type":"attachment","media_type":"'
+_CALL_AT, _RESULT_AT, _TEXT_AT, _ATTACHMENT_AT = map(len, (_CALL_HEAD, _RESULT_HEAD, _TEXT_HEAD, _ATTACHMENT_HEAD))
 
 
 def decode_trusted(text: str | bytes) -> Message:
@@ -269,11 +268,11 @@ def decode_trusted(text: str | bytes) -> Message:
     :data:`~storetest.contract.ROLES`, no lone surrogate, base64 alphabet): text made
     by :func:`encode_message` from checked messages passes them all. It also calls
     the C scanner under :func:`json.loads` directly, skipping the wrapper's whitespace
-    handling (encoded text has none), and reads the commonest shapes (one text, one tool
-    call, one tool result) string by string with the scanner's own string reader,
-    building no dict. Text that is not JSON, has data after it, lacks a field or names
-    an unknown content type still raises; other damage (a field of the wrong type) goes
-    unnoticed, so never use it on text from anywhere else.
+    handling (encoded text has none); text exactly as :func:`encode_message` writes it
+    is read string by string with that scanner's own string reader, building no dict.
+    Text that is not JSON, has data after it, lacks a field or names an unknown content
+    type still raises; other damage (a field of the wrong type) goes unnoticed, so never
+    use it on text from anywhere else.
 
     An attachment's bytes are decoded from their base64 when its ``data`` is first read
     (and then kept): a reader that never looks at them never pays for them. Base64 text
@@ -285,40 +284,80 @@ def decode_trusted(text: str | bytes) -> Message:
         if not isinstance(text, str):
             text = text.decode("utf-8")
         if text.startswith('{"role":"'):
-            role, end = _scan_string(text, 9)
-            if text.startswith(',"content":"', end):
-                # The common message, {"role":"...","content":"the text"}, read without
-                # building the dict the scanner would make of it.
-                content, end = _scan_string(text, end + 12)
-                if end == len(text) - 1 and text[end] == "}":
-                    return trusted_text_message(role, content)
-            elif text.startswith(_CALL_HEAD, end):
-                call_id, end = _scan_string(text, end + _CALL_AT)
-                if text.startswith(',"name":"', end):
-                    name, end = _scan_string(text, end + 9)
-                    if text.startswith(',"arguments":"', end):
+            role, at = _scan_string(text, 9)
+            if text.startswith(',"content":[', at):
+                # A list of parts, read as _part_text writes them, one string at a time
+                # (inline: this is every message that is not one text, in every store).
+                at += 12
+                parts: list[Content] | None = None  # from a second part on
+                part: Any
+                while True:
+                    if text.startswith(_CALL_HEAD, at):
+                        call_id, at = _scan_string(text, at + _CALL_AT)
+                        if not text.startswith(',"name":"', at):
+                            break
+                        name, at = _scan_string(text, at + 9)
+                        if not text.startswith(',"arguments":"', at):
+                            break
                         # The raw arguments: unescaped by the scanner's string reader,
-                        # exactly as the general path below unescapes them.
-                        arguments, end = _scan_string(text, end + 14)
-                        if end == len(text) - 3 and text.endswith("}]}"):
-                            part: Any = _new(ToolCall)
-                            _set_call_id(part, call_id)
-                            _set_call_name(part, name)
-                            _set_call_arguments(part, arguments)
-                            return _one_part(role, part)
-            elif text.startswith(_RESULT_HEAD, end):
-                call_id, end = _scan_string(text, end + _RESULT_AT)
-                if text.startswith(',"content":"', end):
-                    content, end = _scan_string(text, end + 12)
-                    tail = len(text) - end
-                    if (tail == len(_FALSE_TAIL) and text.endswith(_FALSE_TAIL)) or (
-                        tail == len(_TRUE_TAIL) and text.endswith(_TRUE_TAIL)
-                    ):
+                        # exactly as the scanner itself unescapes them.
+                        arguments, at = _scan_string(text, at + 14)
+                        part = _new(ToolCall)
+                        _set_call_id(part, call_id)
+                        _set_call_name(part, name)
+                        _set_call_arguments(part, arguments)
+                    elif text.startswith(_RESULT_HEAD, at):
+                        call_id, at = _scan_string(text, at + _RESULT_AT)
+                        if not text.startswith(',"content":"', at):
+                            break
+                        content, at = _scan_string(text, at + 12)
+                        if text.startswith(',"is_error":false', at):
+                            is_error, at = False, at + 17
+                        elif text.startswith(',"is_error":true', at):
+                            is_error, at = True, at + 16
+                        else:
+                            break
                         part = _new(ToolResult)
                         _set_result_call_id(part, call_id)
                         _set_result_content(part, content)
-                        _set_result_is_error(part, tail == len(_TRUE_TAIL))
-                        return _one_part(role, part)
+                        _set_result_is_error(part, is_error)
+                    elif text.startswith(_TEXT_HEAD, at):
+                        content, at = _scan_string(text, at + _TEXT_AT)
+                        part = _new(Text)
+                        _set_text(part, content)
+                    elif text.startswith(_ATTACHMENT_HEAD, at):
+                        media_type, at = _scan_string(text, at + _ATTACHMENT_AT)
+                        if not text.startswith(',"data":"', at):
+                            break
+                        data, at = _scan_string(text, at + 9)
+                        part = _new(Attachment)
+                        _set_media_type(part, media_type)
+                        _set_data(part, data)  # decoded when .data is first read
+                    else:
+                        break
+                    if text.startswith("}]}", at) and at + 3 == len(text):
+                        message = _new(Message)
+                        _set_role(message, role)
+                        if parts is None:
+                            _set_content(message, (part,))  # one part, the commonest
+                        else:
+                            parts.append(part)
+                            _set_content(message, tuple(parts))
+                        return message
+                    if not text.startswith("},", at):
+                        break
+                    at += 2
+                    if parts is None:
+                        parts = [part]
+                    else:
+                        parts.append(part)
+                # Not as _part_text writes it: the scanner below decides.
+            elif text.startswith(',"content":"', at):
+                # The common message, {"role":"...","content":"the text"}, read without
+                # building the dict the scanner would make of it.
+                content, at = _scan_string(text, at + 12)
+                if at == len(text) - 1 and text[at] == "}":
+                    return trusted_text_message(role, content)
         raw, end = _scan(text, 0)
         if end != len(text):
             raise CodecError(f"not an encoded message (data after the JSON): {text[:80]!r}")
@@ -331,9 +370,3 @@ def decode_trusted(text: str | bytes) -> Message:
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
         raise CodecError(f"not an encoded message ({exc}): {text[:80]!r}") from None
 
-
-def _one_part(role: str, part: Content) -> Message:
-    message = _new(Message)
-    _set_role(message, role)
-    _set_content(message, (part,))
-    return message
