@@ -369,8 +369,12 @@ class SQLiteStore:
                     ]
                 except CodecError as exc:
                     raise StoreError(f"read of session {session!r} failed: {exc}") from exc
-            # The digests joined in C (map, itemgetter): no Python step per row.
-            self._remembered.learn_read(key, row[1], list(result), map(_third, rows))
+                # The digests joined in C (map, itemgetter): no Python step per row. The
+                # rows are dropped before the collector resumes, so its pass over what
+                # the read made does not walk them too.
+                digests = b"".join(map(_third, rows))
+                del rows
+            self._remembered.learn_read(key, row[1], list(result), (digests,))
             return result
 
     def add_steer(self, session: str, text: str) -> None:
