@@ -349,8 +349,8 @@ class SQLiteStore:
             factory = conn.text_factory
             conn.text_factory = str
             # A read makes a few objects per row, none in a cycle: with the cyclic
-            # collector paused it does not walk them every 700 allocations (10-18 % of a
-            # 2,000-message read, more beside a large heap). See gc_paused.
+            # collector paused they get one young pass when it resumes, not one every
+            # 700 allocations and the older passes those set off. See gc_paused.
             with gc_paused():
                 try:
                     rows = conn.execute(
