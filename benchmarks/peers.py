@@ -4,6 +4,7 @@ side by side in one interleaved run, at one stated durability.
     pip install "storetest[bench]"       # openai-agents, sqlalchemy[asyncio], aiosqlite
     python benchmarks/peers.py           # a few minutes; every section
     python benchmarks/peers.py --section sqlite --synchronous FULL --floor-rounds 800
+    python benchmarks/peers.py --reads --section sqlite --section redis   # the read rows alone
 
 Every figure is printed with the workload, the durability every contender ran at (read
 back from its connection or server, and the run refuses to go on if one differs) and
@@ -264,12 +265,19 @@ _MEASURES: list[tuple[str, str, int, str]] = [
     ("read 2000", "one-2000", TURNS, ""),
     ("read 2000, one-text messages only", "text-2000", TURNS, ""),
 ]
+#: ``--reads``: only the read rows (and, on SQLite, the json.loads floor); no saves
+#: measured, no 2,000-turn conversation grown, no floor run.
+READS_ONLY = False
+
+
+def _measures() -> list[tuple[str, str, int, str]]:
+    return [m for m in _MEASURES if not m[3]] if READS_ONLY else _MEASURES
 
 
 async def _round(stores: list[Any], r: int, results: dict[str, dict[str, list[float]]]) -> None:
     """Round ``r``: measure by measure, the contenders taking turns in a rotating order."""
     order = stores[r % len(stores) :] + stores[: r % len(stores)]
-    for label, session, size, handles in _MEASURES:
+    for label, session, size, handles in _measures():
         for store in order:
             call = store.turn(session, size + r, handles[r % len(handles)]) if handles else store.read(session)
             start = time.perf_counter()
@@ -309,6 +317,8 @@ async def run_comparison(base: Path, synchronous: str, repeats: int) -> dict[str
         for store in stores:
             await store.close()
     medians = {name: {k: statistics.median(v) for k, v in got.items()} for name, got in results.items()}
+    if READS_ONLY:
+        return {"medians": medians, "totals": None, "sizes": None, "durability": durability}
 
     # A whole conversation, grown as an agent grows it, each contender in a file of its
     # own; turn by turn, the contenders take turns in a rotating order.
@@ -346,11 +356,13 @@ def report_comparison(synchronous: str, result: dict[str, Any], repeats: int, lo
         f"| measure | {ours} | {peer} | {alchemy} | ours / SQLiteSession | ours / SQLAlchemySession |",
         "|---|---|---|---|---|---|",
     ]
-    for key, *_ in _MEASURES:
+    for key, *_ in _measures():
         a, b, c = med[ours][key], med[peer][key], med[alchemy][key]
         lines.append(f"| {key} | {a:.3f} | {b:.3f} | {c:.3f} | {a / b:.2f}x | {a / c:.2f}x |")
     floor = med["json.loads floor"]["read 2000"]
     lines.append(f"| json.loads of the 2,000 messages' codec JSON | {floor:.3f} | | | | |")
+    if totals is None:
+        return "\n".join([*lines, "", f"ours: read 2000 / json.loads = {med[ours]['read 2000'] / floor:.2f}x"])
     a, b, c = (totals[x] for x in (ours, peer, alchemy))
     lines.append(f"| 2,000-turn conversation, total | {a:.0f} | {b:.0f} | {c:.0f} | {a / b:.2f}x | {a / c:.2f}x |")
     a, b, c = (sizes[x] / 1e6 for x in (ours, peer, alchemy))
@@ -576,6 +588,8 @@ async def sqlite_section(args: argparse.Namespace) -> str:
             base.mkdir()
             result = await run_comparison(base, synchronous, args.repeats)
             parts.append(report_comparison(synchronous, result, args.repeats, load_average()))
+            if READS_ONLY:
+                continue
             floor = await run_floor(base, synchronous, args.floor_rounds)
             parts.append(report_floor(synchronous, floor, args.floor_rounds, load_average()))
     return "\n\n".join(parts)
@@ -671,9 +685,11 @@ def report_pair(
         f"| measure | {ours} | {peer} | ours / {short} |",
         "|---|---|---|---|",
     ]
-    for key, *_ in _MEASURES:
+    for key, *_ in _measures():
         a, c = med[ours][key], med[peer][key]
         lines.append(f"| {key} | {a:.3f} | {c:.3f} | {a / c:.2f}x |")
+    if READS_ONLY:
+        return "\n".join(lines)
     growth_one = med[ours]["save@2000 one"] / med[ours]["save@20 one"]
     growth_two = med[ours]["save@2000 two"] / med[ours]["save@20 two"]
     lines += ["", f"ours: save@2000 / save@20 = {growth_one:.2f}x (one handle), {growth_two:.2f}x (two alternating)"]
@@ -794,7 +810,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor-rounds", type=int, default=400, help="interleaved rounds of the floor (default 400)")
     parser.add_argument("--synchronous", action="append", choices=sorted(LEVELS), help="SQLite; default: both")
     parser.add_argument("--section", action="append", choices=sorted(SECTIONS), help="repeatable; default: all")
+    parser.add_argument(
+        "--reads", action="store_true", help="the read rows only: no saves, no conversation grown, no floor"
+    )
     args = parser.parse_args(argv)
+    global READS_ONLY
+    READS_ONLY = args.reads
     if args.floor_rounds < 4:
         parser.error("--floor-rounds must be at least 4 (the quartiles need them)")
     try:

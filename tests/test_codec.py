@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
+import pickle
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,7 +15,7 @@ from hypothesis import strategies as st
 from storetest import CodecError, Message, decode_message, encode_message
 from storetest._engine.strategies import messages
 from storetest.codec import decode_trusted, decode_trusted_json, trusted_text_message
-from storetest.contract import ROLES, Text
+from storetest.contract import _ATTACHMENT_DATA_SLOT, ROLES, Attachment, Text, ToolCall, ToolResult
 
 
 @given(messages)
@@ -169,3 +173,163 @@ def test_a_trusted_text_message_skips_the_checks() -> None:
     assert trusted_text_message("robot", "x").role == "robot"
     with pytest.raises(ValueError):
         Message.text("robot", "x")  # type: ignore[arg-type]
+
+
+# -- lists of parts read string by string -----------------------------------------------
+
+_ids = st.text(max_size=12)
+
+
+@given(st.sampled_from(sorted(ROLES)), _ids, _ids, st.text())
+def test_one_tool_call_decodes_as_the_general_path_does(role: str, call_id: str, name: str, arguments: str) -> None:
+    """decode_trusted reads one tool call string by string; the arguments come back byte
+    for byte, as the general path (the scanner's dicts) gives them."""
+    message = Message(role, (ToolCall(call_id, name, arguments),))  # type: ignore[arg-type]
+    body = encode_message(message)
+    spaced = body.replace('{"role":', '{"role": ', 1)  # JSON still, off the short path
+    made = decode_trusted(body)
+    assert made == decode_trusted(spaced) == decode_message(body) == message
+    call = made.content[0]
+    assert type(call) is ToolCall and call.arguments == arguments
+    assert hash(made) == hash(message)
+
+
+@given(st.sampled_from(sorted(ROLES)), _ids, st.text(), st.booleans())
+def test_one_tool_result_decodes_as_the_general_path_does(
+    role: str, call_id: str, content: str, is_error: bool
+) -> None:
+    message = Message(role, (ToolResult(call_id, content, is_error),))  # type: ignore[arg-type]
+    body = encode_message(message)
+    spaced = body.replace('{"role":', '{"role": ', 1)
+    made = decode_trusted(body)
+    assert made == decode_trusted(spaced) == decode_message(body) == message
+    assert made.content[0].is_error is is_error  # type: ignore[union-attr]
+
+
+@given(messages)
+def test_every_list_of_parts_decodes_as_the_general_path_does(message: Message) -> None:
+    """Parts are read string by string where the text is exactly encode_message's, by the
+    scanner otherwise (the spaced text): the two give the same message."""
+    body = encode_message(message)
+    spaced = body.replace('{"role":', '{"role": ', 1)
+    assert decode_trusted(body) == decode_trusted(spaced) == message
+
+
+_CALL = '{"role":"assistant","content":[{"type":"tool_call","id":"c","name":"f","arguments":"{}"}]}'
+_TWO = '{"role":"user","content":[{"type":"text","text":"a"},{"type":"attachment","media_type":"a/b","data":"AA=="}]}'
+_RESULT = '{"role":"tool","content":[{"type":"tool_result","call_id":"c","content":"out","is_error":false}]}'
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [_CALL[:-1], _CALL + " ", _CALL + "}", _CALL[:-3] + "}}", _CALL.replace('"arguments"', '"argument"'),
+     _CALL.replace('"{}"', '"{\n}"'), _CALL[:40], _RESULT[:-1], _RESULT + "]",
+     _RESULT.replace("false", "fals"), _RESULT.replace('"out"', '"o\tut"'), _RESULT[:50],
+     _TWO[:-1], _TWO + "}", _TWO.replace("},{", "},,{"), _TWO.replace("},{", "}{"), _TWO.replace("}]}", "},]}"),
+     _TWO.replace('"AA=="', '"AA=="x'), _TWO.replace('"type":"text"', '"type":"video"')],
+)
+def test_the_parts_short_path_refuses_what_the_general_one_refuses(garbage: str) -> None:
+    with pytest.raises(CodecError):
+        decode_trusted(garbage)
+
+
+def test_the_parts_short_path_reads_each_kind_of_part() -> None:
+    assert decode_trusted(_RESULT).content == (ToolResult("c", "out", False),)
+    assert decode_trusted(_RESULT.replace("false", "true")).content == (ToolResult("c", "out", True),)
+    assert decode_trusted(_CALL).content == (ToolCall("c", "f", "{}"),)
+    assert decode_trusted(_TWO).content == (Text("a"), Attachment("a/b", b"\x00"))
+
+
+# -- attachments decoded on first access ---------------------------------------------------
+
+_IMAGE = Attachment("image/png", bytes(range(256)) * 3)
+_WITH_IMAGE = Message("user", (Text("look"), _IMAGE))
+
+
+def _lazy() -> Attachment:
+    """A trusted decoding's attachment, its data not yet read."""
+    part = decode_trusted(encode_message(_WITH_IMAGE)).content[1]
+    assert type(part) is Attachment
+    assert type(_ATTACHMENT_DATA_SLOT.__get__(part)) is str  # still the stored base64
+    return part
+
+
+def test_a_trusted_attachment_is_decoded_on_first_access_and_kept() -> None:
+    part = _lazy()
+    data = part.data
+    assert type(data) is bytes and data == _IMAGE.data
+    assert _ATTACHMENT_DATA_SLOT.__get__(part) is data  # kept: decoded once
+    assert part.data is data
+
+
+@pytest.mark.parametrize(
+    "look",
+    [
+        pytest.param(lambda a: a == _IMAGE, id="eq"),
+        pytest.param(lambda a: _IMAGE == a, id="eq-reflected"),
+        pytest.param(lambda a: hash(a) == hash(_IMAGE), id="hash"),
+        pytest.param(lambda a: repr(a) == repr(_IMAGE), id="repr"),
+        pytest.param(lambda a: pickle.loads(pickle.dumps(a)) == _IMAGE, id="pickle"),
+        pytest.param(lambda a: type(pickle.loads(pickle.dumps(a)).data) is bytes, id="pickled-bytes"),
+        pytest.param(lambda a: copy.copy(a) == _IMAGE, id="copy"),
+        pytest.param(lambda a: copy.deepcopy(a) == _IMAGE, id="deepcopy"),
+        pytest.param(lambda a: dataclasses.asdict(a) == dataclasses.asdict(_IMAGE), id="asdict"),
+        pytest.param(lambda a: dataclasses.astuple(a) == dataclasses.astuple(_IMAGE), id="astuple"),
+        pytest.param(lambda a: dataclasses.replace(a, media_type="x/y") == Attachment("x/y", _IMAGE.data),
+                     id="replace"),
+        pytest.param(lambda a: getattr(a, "data") == _IMAGE.data, id="getattr"),  # noqa: B009
+        pytest.param(lambda a: {a: 1}[_IMAGE] == 1, id="dict-key"),
+        pytest.param(lambda a: encode_message(Message("user", (a,))) == encode_message(Message("user", (_IMAGE,))),
+                     id="encode"),
+    ],
+)
+def test_a_lazy_attachment_looks_like_a_checked_one(look: Any) -> None:
+    """Each way of looking at an attachment, as its first look at the data."""
+    assert look(_lazy())
+
+
+def test_a_lazy_attachment_in_a_message_looks_like_a_checked_one() -> None:
+    message = decode_trusted(encode_message(_WITH_IMAGE))
+    assert message == _WITH_IMAGE and hash(decode_trusted(encode_message(_WITH_IMAGE))) == hash(_WITH_IMAGE)
+    assert repr(decode_trusted(encode_message(_WITH_IMAGE))) == repr(_WITH_IMAGE)
+    assert pickle.loads(pickle.dumps(decode_trusted(encode_message(_WITH_IMAGE)))) == _WITH_IMAGE
+
+
+def test_a_lazy_attachment_is_as_frozen_as_a_checked_one() -> None:
+    part = _lazy()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        part.data = b"x"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del part.data
+    refusals = []
+    for attachment in (part, Attachment("image/png", b"")):
+        try:
+            attachment.other = 1  # type: ignore[attr-defined]
+        except Exception as exc:  # 3.11 raises TypeError (its slots dataclasses), later ones AttributeError
+            refusals.append(type(exc))
+    assert len(refusals) == 2 and refusals[0] is refusals[1]
+    assert part.data == _IMAGE.data
+
+
+def test_the_class_attribute_and_the_fields_are_unchanged() -> None:
+    assert [f.name for f in dataclasses.fields(Attachment)] == ["media_type", "data"]
+    assert Attachment.__slots__ == ("media_type", "data")
+    assert Attachment.__match_args__ == ("media_type", "data")
+    match _lazy():
+        case Attachment(media_type, data):
+            assert (media_type, data) == (_IMAGE.media_type, _IMAGE.data)
+    # A checked Attachment still refuses base64 text for bytes: only the trusted
+    # decoders leave text in the slot.
+    with pytest.raises(TypeError):
+        Attachment("image/png", "AAAA")  # type: ignore[arg-type]
+
+
+def test_parsed_json_gives_a_lazy_attachment_too() -> None:
+    part = decode_trusted_json(json.loads(encode_message(_WITH_IMAGE))).content[1]
+    assert type(_ATTACHMENT_DATA_SLOT.__get__(part)) is str
+    assert part == _IMAGE
+
+
+def test_trusted_attachment_data_that_is_not_text_is_refused() -> None:
+    with pytest.raises(CodecError):
+        decode_trusted('{"role":"user","content":[{"type":"attachment","media_type":"a/b","data":5}]}')

@@ -142,6 +142,7 @@ from typing import Any, Final, NoReturn, TypeVar
 import redis.asyncio
 import redis.exceptions
 
+from reference_stores._entry_codec import gc_paused
 from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, DIGEST_SIZE, Remembered
 from storetest.codec import CodecError, decode_trusted, trusted_text_message
 from storetest.contract import (
@@ -674,18 +675,21 @@ class RedisStore:
             _damaged_key("read of", session, keys[0], f"holds {bytes(raw_version[:40])!r}, not a version number")
         version = int(raw_version)
         result = []
-        for i, element in enumerate(elements):
-            try:
-                result.append(_message(element))
-            except (CodecError, ValueError, TypeError, KeyError, RecursionError) as exc:
-                _damaged_key("read of", session, keys[2], f"holds an element ({i + 1} of {len(elements)}) that is "
-                             f"not a message ({type(exc).__name__}: {exc})", exc)
+        # A few objects per element, none in a cycle: the cyclic collector paused, as
+        # on SQLite (see reference_stores._entry_codec.gc_paused). No await inside.
+        with gc_paused():
+            for i, element in enumerate(elements):
+                try:
+                    result.append(_message(element))
+                except (CodecError, ValueError, TypeError, KeyError, RecursionError) as exc:
+                    _damaged_key("read of", session, keys[2], f"holds an element ({i + 1} of {len(elements)}) "
+                                 f"that is not a message ({type(exc).__name__}: {exc})", exc)
         if len(blob) != len(result) * DIGEST_SIZE:
             _damaged_key("read of", session, keys[1], f"holds {len(blob)} bytes of digests for {len(result)} messages, "
                          f"not {len(result) * DIGEST_SIZE}")
         if version:
-            digests = (blob[o : o + DIGEST_SIZE] for o in range(0, len(blob), DIGEST_SIZE))
-            self._remembered.learn_read(keys[0], version, list(result), digests)
+            # The stored digests are already one concatenation: remembered as they are.
+            self._remembered.learn_read(keys[0], version, list(result), (bytes(blob),))
         return result
 
     async def add_steer(self, session: str, text: str) -> None:

@@ -30,9 +30,9 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
-from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
+from storetest.contract import _ATTACHMENT_DATA_SLOT, Attachment, Content, Message, Text, ToolCall, ToolResult
 
 __all__ = [
     "CodecError",
@@ -160,10 +160,11 @@ _set_result_call_id = ToolResult.__dict__["call_id"].__set__
 _set_result_content = ToolResult.__dict__["content"].__set__
 _set_result_is_error = ToolResult.__dict__["is_error"].__set__
 _set_media_type = Attachment.__dict__["media_type"].__set__
-_set_data = Attachment.__dict__["data"].__set__
+# The slot itself, not Attachment.data (which decodes on access): the trusted decoders
+# leave the stored base64 text there, decoded on first access (see contract._AttachmentData).
+_set_data = _ATTACHMENT_DATA_SLOT.__set__
 _set_role = Message.__dict__["role"].__set__
 _set_content = Message.__dict__["content"].__set__
-_b64decode = base64.b64decode
 # The C scanner json.loads ends in, without the wrapper around it (type checks, two
 # whitespace regexes, the trailing-data check): half the cost of a short document.
 # Text from encode_message has no surrounding whitespace; trailing data is checked below.
@@ -190,9 +191,14 @@ def _trusted_part(raw: dict[str, Any]) -> Content:
         _set_result_content(part, raw["content"])
         _set_result_is_error(part, raw["is_error"])
     elif kind == "attachment":
+        data = raw["data"]
+        if type(data) is not str:
+            raise CodecError(f"attachment data is {type(data).__name__}, not base64 text")
         part = _new(Attachment)
         _set_media_type(part, raw["media_type"])
-        _set_data(part, _b64decode(raw["data"]))
+        # Decoded when .data is first read: a reader that never looks at the bytes
+        # never pays for them.
+        _set_data(part, data)
     else:
         raise CodecError(f"unknown content type {kind!r}")
     return part  # type: ignore[no-any-return]
@@ -243,6 +249,16 @@ def decode_trusted_json(raw: Any) -> Message:
         raise CodecError(f"not an encoded message ({exc}): {str(raw)[:80]!r}") from None
 
 
+# The exact text encode_message writes before each kind of part (see _part_text):
+# decode_trusted reads a list of parts string by string between these, with the
+# scanner's own string reader, building no dict.
+_CALL_HEAD: Final = '{"type":"tool_call","id":"'
+_RESULT_HEAD: Final = '{"type":"tool_result","call_id":"'
+_TEXT_HEAD: Final = '{"type":"text","text":"'
+_ATTACHMENT_HEAD: Final = '{"type":"attachment","media_type":"'
+_CALL_AT, _RESULT_AT, _TEXT_AT, _ATTACHMENT_AT = map(len, (_CALL_HEAD, _RESULT_HEAD, _TEXT_HEAD, _ATTACHMENT_HEAD))
+
+
 def decode_trusted(text: str | bytes) -> Message:
     """The message :func:`encode_message` turned into ``text``, for text the caller
     wrote itself (a store reading back its own rows).
@@ -252,9 +268,15 @@ def decode_trusted(text: str | bytes) -> Message:
     :data:`~storetest.contract.ROLES`, no lone surrogate, base64 alphabet): text made
     by :func:`encode_message` from checked messages passes them all. It also calls
     the C scanner under :func:`json.loads` directly, skipping the wrapper's whitespace
-    handling (encoded text has none). Text that is not JSON, has data after it, lacks
-    a field or names an unknown content type still raises; other damage (a field of
-    the wrong type) goes unnoticed, so never use it on text from anywhere else.
+    handling (encoded text has none); text exactly as :func:`encode_message` writes it
+    is read string by string with that scanner's own string reader, building no dict.
+    Text that is not JSON, has data after it, lacks a field or names an unknown content
+    type still raises; other damage (a field of the wrong type) goes unnoticed, so never
+    use it on text from anywhere else.
+
+    An attachment's bytes are decoded from their base64 when its ``data`` is first read
+    (and then kept): a reader that never looks at them never pays for them. Base64 text
+    damaged past decoding raises ``binascii.Error`` (a ``ValueError``) there, not here.
 
     :raises CodecError: ``text`` is not JSON of an encoded message's shape.
     """
@@ -262,12 +284,79 @@ def decode_trusted(text: str | bytes) -> Message:
         if not isinstance(text, str):
             text = text.decode("utf-8")
         if text.startswith('{"role":"'):
-            # The common message, {"role":"...","content":"the text"}, read without
-            # building the dict the scanner would make of it.
-            role, end = _scan_string(text, 9)
-            if text.startswith(',"content":"', end):
-                content, end = _scan_string(text, end + 12)
-                if end == len(text) - 1 and text[end] == "}":
+            role, at = _scan_string(text, 9)
+            if text.startswith(',"content":[', at):
+                # A list of parts, read as _part_text writes them, one string at a time
+                # (inline: this is every message that is not one text, in every store).
+                at += 12
+                parts: list[Content] | None = None  # from a second part on
+                part: Any
+                while True:
+                    if text.startswith(_CALL_HEAD, at):
+                        call_id, at = _scan_string(text, at + _CALL_AT)
+                        if not text.startswith(',"name":"', at):
+                            break
+                        name, at = _scan_string(text, at + 9)
+                        if not text.startswith(',"arguments":"', at):
+                            break
+                        # The raw arguments: unescaped by the scanner's string reader,
+                        # exactly as the scanner itself unescapes them.
+                        arguments, at = _scan_string(text, at + 14)
+                        part = _new(ToolCall)
+                        _set_call_id(part, call_id)
+                        _set_call_name(part, name)
+                        _set_call_arguments(part, arguments)
+                    elif text.startswith(_RESULT_HEAD, at):
+                        call_id, at = _scan_string(text, at + _RESULT_AT)
+                        if not text.startswith(',"content":"', at):
+                            break
+                        content, at = _scan_string(text, at + 12)
+                        if text.startswith(',"is_error":false', at):
+                            is_error, at = False, at + 17
+                        elif text.startswith(',"is_error":true', at):
+                            is_error, at = True, at + 16
+                        else:
+                            break
+                        part = _new(ToolResult)
+                        _set_result_call_id(part, call_id)
+                        _set_result_content(part, content)
+                        _set_result_is_error(part, is_error)
+                    elif text.startswith(_TEXT_HEAD, at):
+                        content, at = _scan_string(text, at + _TEXT_AT)
+                        part = _new(Text)
+                        _set_text(part, content)
+                    elif text.startswith(_ATTACHMENT_HEAD, at):
+                        media_type, at = _scan_string(text, at + _ATTACHMENT_AT)
+                        if not text.startswith(',"data":"', at):
+                            break
+                        data, at = _scan_string(text, at + 9)
+                        part = _new(Attachment)
+                        _set_media_type(part, media_type)
+                        _set_data(part, data)  # decoded when .data is first read
+                    else:
+                        break
+                    if text.startswith("}]}", at) and at + 3 == len(text):
+                        message = _new(Message)
+                        _set_role(message, role)
+                        if parts is None:
+                            _set_content(message, (part,))  # one part, the commonest
+                        else:
+                            parts.append(part)
+                            _set_content(message, tuple(parts))
+                        return message
+                    if not text.startswith("},", at):
+                        break
+                    at += 2
+                    if parts is None:
+                        parts = [part]
+                    else:
+                        parts.append(part)
+                # Not as _part_text writes it: the scanner below decides.
+            elif text.startswith(',"content":"', at):
+                # The common message, {"role":"...","content":"the text"}, read without
+                # building the dict the scanner would make of it.
+                content, at = _scan_string(text, at + 12)
+                if at == len(text) - 1 and text[at] == "}":
                     return trusted_text_message(role, content)
         raw, end = _scan(text, 0)
         if end != len(text):
@@ -280,3 +369,4 @@ def decode_trusted(text: str | bytes) -> Message:
         raise CodecError(f"not an encoded message (no JSON value): {text[:80]!r}") from None
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
         raise CodecError(f"not an encoded message ({exc}): {text[:80]!r}") from None
+

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+from binascii import a2b_base64 as _a2b_base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, runtime_checkable
@@ -152,8 +153,53 @@ class Attachment:
 
     def __post_init__(self) -> None:
         _check_str("Attachment", "media_type", self.media_type, MAX_NAME_BYTES)
-        if type(self.data) is not bytes:
-            raise TypeError(f"Attachment.data must be bytes, not {type(self.data).__name__}")
+        # The slot itself: self.data would decode base64 text (see _AttachmentData).
+        data = _ATTACHMENT_DATA_SLOT.__get__(self)
+        if type(data) is not bytes:
+            raise TypeError(f"Attachment.data must be bytes, not {type(data).__name__}")
+
+
+class _AttachmentData:
+    """``Attachment.data``: the ``data`` slot, read through this descriptor so that a
+    store's trusted reader may leave the base64 text it stored in the slot (a ``str``)
+    and the bytes are decoded on first access, then kept in the slot.
+
+    Only :func:`storetest.codec.decode_trusted` and
+    :func:`~storetest.codec.decode_trusted_json` put a ``str`` there (through
+    :data:`_ATTACHMENT_DATA_SLOT`, the slot itself); a checked ``Attachment`` refuses
+    anything but ``bytes``. Everything that reads ``data``, equality, hashing, ``repr``,
+    pickling and copying (the dataclass's ``__getstate__``), ``dataclasses.asdict`` and
+    ``replace``, reads it through here, so it sees the bytes, never the text.
+    """
+
+    __slots__ = ("_delete", "_get", "_set")
+
+    def __init__(self, slot: Any) -> None:
+        self._get = slot.__get__
+        self._set = slot.__set__
+        self._delete = slot.__delete__
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = self._get(obj)
+        if type(value) is str:
+            # Two threads decoding at once store equal bytes; either is the value.
+            value = _a2b_base64(value)
+            self._set(obj, value)
+        return value
+
+    def __set__(self, obj: object, value: object) -> None:
+        self._set(obj, value)
+
+    def __delete__(self, obj: object) -> None:
+        self._delete(obj)
+
+
+#: The ``data`` slot behind ``Attachment.data``, for the trusted decoders to write
+#: base64 text into (private to :mod:`storetest.codec`).
+_ATTACHMENT_DATA_SLOT: Final = Attachment.__dict__["data"]
+setattr(Attachment, "data", _AttachmentData(_ATTACHMENT_DATA_SLOT))  # noqa: B010 (a field, to mypy)
 
 
 Content = Text | ToolCall | ToolResult | Attachment
