@@ -399,17 +399,14 @@ class _Held:
     @asynccontextmanager
     async def use(self, operation: str, session: str, deadline: _Deadline) -> AsyncIterator[Any]:
         lock = self._the_lock()
-        if lock.locked():
-            try:
-                async with asyncio.timeout(deadline.left()):
-                    await lock.acquire()
-            except TimeoutError as exc:
-                raise TimeoutError(
-                    "the handle's connection was busy with its other calls for the whole of the "
-                    f"store's timeout of {deadline.seconds:g} s"
-                ) from exc
-        else:
-            await lock.acquire()  # free: taken without waiting
+        try:
+            async with asyncio.timeout(deadline.left()):
+                await lock.acquire()
+        except TimeoutError as exc:
+            raise TimeoutError(
+                "the handle's connection was busy with its other calls for the whole of the "
+                f"store's timeout of {deadline.seconds:g} s"
+            ) from exc
         try:
             if self._closed:
                 raise _Closed(f"{operation} session {session!r} failed: the store was closed (aclose)")
