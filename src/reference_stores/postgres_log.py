@@ -146,6 +146,24 @@ WITH known AS (
 )
 SELECT id FROM known
 """
+# _APPEND for a batch of one entry, the common append, with scalars for arrays: $2 its
+# id, $3 its parent (NULL for a root). Writes only if the session lacks $2 and has $3.
+_APPEND_ONE = """
+WITH known AS (
+    SELECT id FROM storetest_log_entries WHERE session = $1 AND (id = $2 OR id = $3)
+), reserved AS (
+    INSERT INTO storetest_log_sessions AS s (session, length)
+    SELECT $1, 1
+    WHERE NOT EXISTS (SELECT 1 FROM known WHERE id = $2)
+      AND ($3::bytea IS NULL OR EXISTS (SELECT 1 FROM known WHERE id = $3))
+    ON CONFLICT (session) DO UPDATE SET length = s.length + 1
+    RETURNING s.length - 1 AS first
+), inserted AS (
+    INSERT INTO storetest_log_entries (session, seq, id, parent_id, created_us, utc_offset, kind, payload)
+    SELECT $1, r.first, $2::bytea, $3::bytea, $4::bigint, $5::integer, $6::text, $7::text FROM reserved AS r
+)
+SELECT id FROM known
+"""
 _INSERT = """
 INSERT INTO storetest_log_entries (session, seq, id, parent_id, created_us, utc_offset, kind, payload)
 SELECT $1, $2 + t.n - 1, t.id, t.parent_id, t.created_us, t.utc_offset, t.kind, t.payload
@@ -277,6 +295,14 @@ class PostgresLogStore:
         batch = check_entries(entries)
         if not batch:
             return
+        key = session.encode("utf-8")
+        if len(batch) == 1:
+            (e,) = batch
+            us, offset = encode_time(e.created_at)
+            one = (key, e.id.encode("utf-8"), None if e.parent_id is None else e.parent_id.encode("utf-8"),
+                   us, offset, e.kind, encode_payload(e))
+            await self._append(session, batch, _APPEND_ONE, one)
+            return
         # The parents the session must have: those not earlier in the batch.
         earlier: set[str] = set()
         needed: set[str] = set()
@@ -284,7 +310,6 @@ class PostgresLogStore:
             if e.parent_id is not None and e.parent_id not in earlier:
                 needed.add(e.parent_id)
             earlier.add(e.id)
-        key = session.encode("utf-8")
         times = [encode_time(e.created_at) for e in batch]
         args = (
             key, len(batch), [e.id.encode("utf-8") for e in batch], [p.encode("utf-8") for p in sorted(needed)],
@@ -292,18 +317,24 @@ class PostgresLogStore:
             [us for us, _ in times], [offset for _, offset in times],
             [e.kind for e in batch], [encode_payload(e) for e in batch],
         )
+        if len(earlier) < len(batch):
+            # An id twice in the batch: refused whatever the session holds, by the check
+            # that names the first fault given what the session holds.
+            await self._append(session, batch, _KNOWN_IDS, (key, args[2] + args[3]), twice=True)
+        await self._append(session, batch, _APPEND, args)
+
+    async def _append(self, session: str, batch: Sequence[Entry], query: str, args: Sequence[Any],
+                      *, twice: bool = False) -> None:
         deadline = _Deadline(self._timeout)
         try:
             async with self._connection("append to", session, deadline) as conn:
-                if len(earlier) < len(batch):
-                    # An id twice in the batch: refused whatever the session holds, by the
-                    # check that names the first fault given what the session holds.
-                    rows = await conn.fetch(_KNOWN_IDS, key, args[2] + args[3], timeout=deadline.left())
+                if twice:
+                    rows = await conn.fetch(query, *args, timeout=deadline.left())
                     check_batch(session, batch, _Found({r["id"].decode("utf-8") for r in rows}))
                     raise AssertionError("check_batch passed a batch holding an id twice")
                 for attempt in range(1, APPEND_ATTEMPTS + 1):
                     try:
-                        rows = await _autocommitted(conn, _APPEND, args, deadline)
+                        rows = await _autocommitted(conn, query, args, deadline)
                     except _RETRIED:
                         if attempt == APPEND_ATTEMPTS:
                             raise
