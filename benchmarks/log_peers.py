@@ -42,9 +42,9 @@ Durability, the same for every contender of a section and read back:
   on asyncpg on the event loop (timed inside the coroutine), ``PostgresSaver`` on its
   psycopg connection (``autocommit``, as ``from_conn_string`` makes it). Ours runs
   twice, on sessions of its own: on an asyncpg pool as ``create_pool`` makes it, which
-  resets a connection as it is given back (a round trip after every call), and on a
-  pool given a ``reset`` that sends nothing, as PostgresSaver's one connection sends
-  nothing between calls.
+  resets a connection as it is given back (a round trip after every call), and holding
+  one connection of such a pool (``hold_connection=True``), which sends nothing between
+  calls, as PostgresSaver's one connection does.
 
 The figures are ratios from one run on a shared machine; each table says the load.
 """
@@ -362,20 +362,15 @@ class OursSqlite:
 # -- PostgreSQL: ours against PostgresSaver ---------------------------------------------
 
 
-async def _keep(conn: Any) -> None:
-    """A pool ``reset`` that sends nothing (see OursPostgres)."""
-
-
 class OursPostgres:
-    """Ours on an asyncpg pool of one connection. asyncpg's pool resets a connection as
-    it is given back (``SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET
-    ALL``), a round trip of its own after every call; with ``reset_on_release=False``
-    the pool is given ``reset=_keep``, which sends nothing, as ``PostgresSaver``'s one
-    connection sends nothing between calls (safe only where nothing leaves session
-    state behind on the pool's connections)."""
+    """Ours on an asyncpg pool of one connection, as ``create_pool`` makes it, in one of
+    two ways. By default a call takes the connection from the pool and gives it back,
+    and the pool resets it as it comes back (``SELECT pg_advisory_unlock_all(); CLOSE
+    ALL; UNLISTEN *; RESET ALL``), a round trip of its own after every call. With
+    ``hold=True`` the handle holds the connection (``hold_connection=True``) and sends
+    nothing between calls, as ``PostgresSaver``'s one connection does."""
 
-    def __init__(self, runner: asyncio.Runner, url: str, work: _Workload, long: int,
-                 reset_on_release: bool = True) -> None:
+    def __init__(self, runner: asyncio.Runner, url: str, work: _Workload, long: int, hold: bool = False) -> None:
         import asyncpg
 
         from reference_stores.postgres_log import SCHEMA, PostgresLogStore
@@ -386,14 +381,13 @@ class OursPostgres:
                                                         server_settings={"synchronous_commit": "off"})))
         runner.run(filler.execute(SCHEMA))  # idempotent
         # Each of ours on its own sessions of the one database.
-        self.prefix = "" if reset_on_release else "kept-"
+        self.prefix = "held-" if hold else ""
         for session, n, source in _sessions(work, long):
             _fill_ours(PostgresLogStore(filler), runner.run, session, source, n, self.prefix)
         runner.run(filler.close())
-        self.name = "ours: PostgresLogStore (asyncpg pool" + ("" if reset_on_release else ", no reset") + ")"
-        self.pool = runner.run(_opened(asyncpg.create_pool(
-            url, min_size=1, max_size=1, **({} if reset_on_release else {"reset": _keep}))))
-        self.store = PostgresLogStore(self.pool)
+        self.name = "ours: PostgresLogStore (asyncpg pool" + (", hold_connection=True" if hold else "") + ")"
+        self.pool = runner.run(_opened(asyncpg.create_pool(url, min_size=1, max_size=1)))
+        self.store = PostgresLogStore(self.pool, hold_connection=hold)
         self.work = work
 
     def durability(self) -> str:
@@ -420,6 +414,7 @@ class OursPostgres:
         return elapsed * 1000, n
 
     def close(self) -> None:
+        self.runner.run(self.store.aclose())
         self.runner.run(self.pool.close())
 
 
@@ -561,7 +556,7 @@ def postgres_section(args: argparse.Namespace, work: _Workload) -> str:
         server = server_durability("postgres", url)
         ours = OursPostgres(runner, url, _Workload(work.messages), args.long)
         stack.callback(ours.close)
-        kept = OursPostgres(runner, url, _Workload(work.messages), args.long, reset_on_release=False)
+        kept = OursPostgres(runner, url, _Workload(work.messages), args.long, hold=True)
         stack.callback(kept.close)
         try:
             peer = LangGraphPostgres(url, _Workload(work.messages), args.long)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,3 +274,83 @@ def test_postgres_connections_stalled_past_the_bound(request: pytest.FixtureRequ
     figures, log_figures = asyncio.run(main())
     report("stalls postgres", figures)
     report("stalls postgres log", log_figures)
+
+
+def test_postgres_log_held_connections_killed_and_stalled(request: pytest.FixtureRequest) -> None:
+    """Log handles holding their connection (``hold_connection=True``), one per pool,
+    appending and reading while the server kills their connections at random moments
+    (``pg_terminate_backend``, mid-statement or between calls) and the network stalls
+    twice past the bound (once right after an append went up): nothing lost,
+    duplicated, torn or landed after failing; every call ends within the bound + 1 s; a
+    call fails only where a kill or a stall explains it; each handle works afterwards
+    on a new connection; and ``aclose`` gives every held connection back, so the pools
+    close without waiting."""
+    url = _postgres_url(request)
+    parts = urlsplit(url)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    proxied = urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
+    application = f"storetest_held_{secrets.token_hex(4)}"
+    rng = random.Random(SEED)
+    kills: Counter[str] = Counter()
+    killed_at: list[float] = []
+
+    async def main() -> dict[str, Any]:
+        settings = {"application_name": application}
+        pools = [
+            await asyncpg.create_pool(proxied, min_size=1, max_size=2, server_settings=settings)
+            for _ in range(2)
+        ]
+        direct = await asyncpg.create_pool(url, min_size=1, max_size=2)
+        admin = await asyncpg.connect(url)
+        await admin.execute(LOG_SCHEMA)
+        log_run = logconn.LogRun(checker=None)
+        sessions = [f"held-{secrets.token_hex(3)}-{i}" for i in range(2)]
+        logs = [PostgresLogStore(p, timeout=BOUND, hold_connection=True) for p in pools]
+        tasks = [asyncio.ensure_future(w()) for w in logconn.workers(log_run, logs, sessions, SEED)]
+        try:
+            while sum(kills.values()) < CONNECTION_KILLS // 4:
+                await asyncio.sleep(connkill.pause(rng))
+                pids = await admin.fetch(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = $1", application
+                )
+                if pids and await admin.fetchval("SELECT pg_terminate_backend($1)", rng.choice(pids)["pid"]):
+                    kills["pg_terminate_backend"] += 1
+                    killed_at.append(time.monotonic())
+            # An append commits by itself (no COMMIT goes up): the second stall comes
+            # right after an append's batch went up (its ids, in the Bind message).
+            appended = tuple(f"w{s}{i}.".encode() for s in range(2) for i in range(2))
+            windows = await connkill.stall_twice(proxy, POSTGRES_COMMIT, BOUND + 1, [
+                ("before a statement", None), ("after an append went up", appended)])
+            log_run.stop.set()
+            await asyncio.gather(*tasks)
+            for i, log in enumerate(logs):  # the same handles, on new connections
+                await log.append(f"{sessions[0]}-after", logconn.batch(f"end{i}", 1, 2))
+            figures = await logconn.final_figures(log_run, PostgresLogStore(direct))
+            for log in logs:
+                await log.aclose()
+            for pool in pools:
+                await asyncio.wait_for(pool.close(), 10)  # waits for any connection still held
+        finally:
+            log_run.stop.set()
+            proxy.resume()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await admin.close()
+            for pool in [*pools, direct]:
+                pool.terminate()
+            proxy.close()
+        # A call fails only where a kill landed during it, or a stall held it up (or the
+        # connection it left behind): one handle's calls taking turns never trip on each other.
+        unexplained = [
+            (op, outcome) for op, start, end, outcome in log_run.calls
+            if outcome != "ok"
+            and not any(start - 0.05 <= t <= end for t in killed_at)
+            and not any(start <= w_end + BOUND and end >= w_start for _, w_start, w_end in windows)
+        ]
+        return {"stalls": connkill.stall_rows(log_run, windows, BOUND), "kills": dict(kills),
+                "failures not explained by a kill or a stall": len(unexplained),
+                "unexplained failures": unexplained[:5], **figures}
+
+    report("held connections postgres log", asyncio.run(main()))

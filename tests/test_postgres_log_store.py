@@ -255,3 +255,141 @@ def test_an_append_without_an_answer_is_an_unknown_outcome(storetest_postgres_ur
             await pool.close()
 
     assert run(main) in (["a", "c"], ["a", "b", "c"])
+
+
+class _CountingPool:
+    """An asyncpg pool that counts what the store takes from it and gives back, and the
+    resets the pool runs as connections come back (its ``reset`` callback)."""
+
+    def __init__(self) -> None:
+        self.pool: Any = None
+        self.acquired = self.released = self.resets = 0
+
+    async def open(self, url: str, **kwargs: Any) -> _CountingPool:
+        async def reset(conn: Any) -> None:
+            self.resets += 1
+            await conn.reset()
+
+        self.pool = await asyncpg.create_pool(url, reset=reset, **kwargs)
+        return self
+
+    def acquire(self, *, timeout: float | None = None) -> Any:
+        self.acquired += 1
+        return _Acquiring(self, self.pool.acquire(timeout=timeout))
+
+    async def release(self, conn: Any, *, timeout: float | None = None) -> None:
+        self.released += 1
+        await self.pool.release(conn, timeout=timeout)
+
+
+class _Acquiring:
+    """What ``_CountingPool.acquire`` returns: awaited (a held connection) or entered
+    (a connection per call), as asyncpg's own."""
+
+    def __init__(self, counting: _CountingPool, acquiring: Any) -> None:
+        self.counting, self.acquiring = counting, acquiring
+
+    def __await__(self) -> Any:
+        return self.acquiring.__await__()
+
+    async def __aenter__(self) -> Any:
+        return await self.acquiring.__aenter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.counting.released += 1
+        await self.acquiring.__aexit__(*exc)
+
+
+def test_a_held_connection_serves_every_call_with_no_reset_between_them(storetest_postgres_url: str) -> None:
+    """``hold_connection=True``: one connection taken from the pool at the first call,
+    no hand-off and no reset between calls (concurrent calls take turns on it and all
+    land), given back (and reset by the pool, once) at ``aclose``, after which a call
+    raises StoreError naming it; the pool then closes without waiting."""
+
+    async def main() -> None:
+        counting = await _CountingPool().open(storetest_postgres_url, min_size=1, max_size=2)
+        async with counting.pool.acquire() as conn:
+            await conn.execute(SCHEMA)
+        resets_before = counting.resets
+        session = f"held-{secrets.token_hex(4)}"
+        store = PostgresLogStore(counting, hold_connection=True)
+        assert "hold_connection=True" in repr(store)
+        await store.append(session, [msg("a")])
+        assert await store.create(session, [msg("x")]) is False
+        await asyncio.gather(*(store.append(f"{session}-{i}", [msg("a"), msg("b", "a")]) for i in range(20)))
+        assert [e.id for e in await store.entries(session)] == ["a"]
+        assert [[e.id for e in await store.entries(f"{session}-{i}")] for i in range(20)] == [["a", "b"]] * 20
+        assert (counting.acquired, counting.released, counting.resets - resets_before) == (1, 0, 0)
+        await store.aclose()
+        await store.aclose()  # harmless twice
+        assert (counting.acquired, counting.released, counting.resets - resets_before) == (1, 1, 1)
+        with pytest.raises(StoreError, match=rf"append to session '{session}' failed: the store was closed"):
+            await store.append(session, [msg("b", "a")])
+        await asyncio.wait_for(counting.pool.close(), 10)  # nothing is still held
+
+        # The default takes and gives back a connection per call, reset every time.
+        counting = await _CountingPool().open(storetest_postgres_url, min_size=1, max_size=2)
+        resets_before = counting.resets
+        async with PostgresLogStore(counting) as pooled:
+            await pooled.append(session, [msg("b", "a")])
+            await pooled.entries(session)
+        assert (counting.acquired, counting.released, counting.resets - resets_before) == (2, 2, 2)
+        await counting.pool.close()
+
+    run(main)
+
+
+def test_a_held_connection_lost_or_unsure_is_replaced_by_the_next_call(storetest_postgres_url: str) -> None:
+    """The held connection killed by the server between calls: the next call finds it
+    closed before sending anything, gives it back to the pool and works on a new one. A
+    call whose statement got no answer within the timeout raises ``OutcomeUnknown``, as
+    with a pool; its connection (mid-statement, so in no known state) is closed and
+    given back, and the next call takes a new one. A call that waits for the handle's
+    busy connection past the timeout raises StoreError saying so. (Kills landing
+    mid-call: ``test_postgres_log_held_connections_killed_and_stalled`` in
+    ``tests/test_faults_postgres.py``.)"""
+    from storetest.contract import OutcomeUnknown
+
+    async def main() -> None:
+        application = f"storetest_held_{secrets.token_hex(4)}"
+        counting = await _CountingPool().open(storetest_postgres_url, min_size=1, max_size=2,
+                                              server_settings={"application_name": application})
+        admin = await asyncpg.connect(storetest_postgres_url)
+        try:
+            await admin.execute(SCHEMA)
+            session = f"killed-{secrets.token_hex(4)}"
+            store = PostgresLogStore(counting, timeout=0.5, hold_connection=True)
+            await store.append(session, [msg("a")])
+            pids = await admin.fetch("SELECT pid FROM pg_stat_activity WHERE application_name = $1", application)
+            assert len(pids) == 1
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", pids[0]["pid"])
+            await asyncio.sleep(0.3)
+            await store.append(session, [msg("b", "a")])
+            assert (counting.acquired, counting.released) == (2, 1)
+
+            tx = admin.transaction()
+            await tx.start()
+            await admin.execute("SELECT 1 FROM storetest_log_sessions WHERE session = $1 FOR UPDATE",
+                                session.encode())
+            with pytest.raises(OutcomeUnknown, match=rf"append to session '{session}' may or may not"):
+                await store.append(session, [msg("c", "b")])
+            await tx.rollback()
+            assert (counting.acquired, counting.released) == (2, 2)
+            assert [e.id for e in await store.entries(session)] in (["a", "b"], ["a", "b", "c"])
+            assert (counting.acquired, counting.released) == (3, 2)
+
+            async with store._held._the_lock():  # type: ignore[union-attr]  # another call under way
+                with pytest.raises(StoreError, match=rf"read of session '{session}' failed: the handle's "
+                                   "connection was busy with its other calls"):
+                    await store.entries(session)
+            await store.aclose()
+            await asyncio.wait_for(counting.pool.close(), 10)
+        finally:
+            await admin.close()
+
+    run(main)
+
+
+def test_hold_connection_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="hold_connection must be a bool, not int"):
+        PostgresLogStore(object(), hold_connection=1)  # type: ignore[arg-type]

@@ -227,6 +227,13 @@ class JsonlLogStore:
             return
 
         def checked(index: _Index) -> Sequence[Entry]:
+            if len(batch) == 1:
+                # One entry, the common append: its id new and its parent there settle it;
+                # anything else goes to check_batch, which names the fault.
+                entry = batch[0]
+                ids = index.ids
+                if entry.id not in ids and (entry.parent_id is None or entry.parent_id in ids):
+                    return batch
             check_batch(session, batch, index.ids)
             return batch
 
@@ -348,10 +355,11 @@ class JsonlLogStore:
         return True
 
     def _write_batch(self, fd: int, index: _Index, batch: Sequence[Entry]) -> None:
-        text = _lines(batch)
-        data = text.encode("utf-8")
+        data = _lines(batch).encode("utf-8")
         try:
-            _write_all(fd, data)
+            written = os.write(fd, data)  # all of it, but for a signal or a full disk
+            if written != len(data):
+                _write_all(fd, memoryview(data)[written:])
             if self.fsync:
                 os.fsync(fd)
         except BaseException:
@@ -362,9 +370,12 @@ class JsonlLogStore:
                 pass
             raise
         index.offset += len(data)
-        index.lines += text.count("\n")
+        index.lines += len(batch)  # one line per entry: JSON escapes every newline inside one
         index.entries.extend(batch)
-        index.ids.update(e.id for e in batch)
+        if len(batch) == 1:
+            index.ids.add(batch[0].id)
+        else:
+            index.ids.update(e.id for e in batch)
 
     def _refresh(self, fd: int, index: _Index, session: str, path: Path) -> int:
         """Read the bytes appended since the index was last brought up to date; return
@@ -517,11 +528,13 @@ def _read_trusted(data: bytes, lines_before: int, session: str, ids: set[str]) -
 
 
 def _lines(batch: Sequence[Entry]) -> str:
+    if len(batch) == 1:
+        return _line(batch[0], False)
     last = len(batch) - 1
     return "".join(_line(e, i < last) for i, e in enumerate(batch))
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

@@ -48,7 +48,11 @@ seconds as the transcript store's are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
 from typing import Any, NoReturn
 
 import asyncpg
@@ -72,13 +76,17 @@ from reference_stores.postgres import (
     _is_closed,
     _outcome_unknown,
     _pooled,
+    _retrieve,
     _transaction,
+    _unsure,
     check_timeout,
 )
 from storetest.contract import OutcomeUnknown, StoreError, check_session_id
 from storetest.entries import Entry, check_batch, check_create, check_entries
 
 __all__ = ["APPEND_ATTEMPTS", "SCHEMA", "PostgresLogStore"]
+
+_log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS storetest_log_sessions (
@@ -135,6 +143,24 @@ WITH known AS (
     FROM reserved AS r,
         unnest($3::bytea[], $5::bytea[], $6::bigint[], $7::integer[], $8::text[], $9::text[])
         WITH ORDINALITY AS t(id, parent_id, created_us, utc_offset, kind, payload, n)
+)
+SELECT id FROM known
+"""
+# _APPEND for a batch of one entry, the common append, with scalars for arrays: $2 its
+# id, $3 its parent (NULL for a root). Writes only if the session lacks $2 and has $3.
+_APPEND_ONE = """
+WITH known AS (
+    SELECT id FROM storetest_log_entries WHERE session = $1 AND (id = $2 OR id = $3)
+), reserved AS (
+    INSERT INTO storetest_log_sessions AS s (session, length)
+    SELECT $1, 1
+    WHERE NOT EXISTS (SELECT 1 FROM known WHERE id = $2)
+      AND ($3::bytea IS NULL OR EXISTS (SELECT 1 FROM known WHERE id = $3))
+    ON CONFLICT (session) DO UPDATE SET length = s.length + 1
+    RETURNING s.length - 1 AS first
+), inserted AS (
+    INSERT INTO storetest_log_entries (session, seq, id, parent_id, created_us, utc_offset, kind, payload)
+    SELECT $1, r.first, $2::bytea, $3::bytea, $4::bigint, $5::integer, $6::text, $7::text FROM reserved AS r
 )
 SELECT id FROM known
 """
@@ -205,20 +231,60 @@ class PostgresLogStore:
         the event loop the store will be used from. The store never closes it.
     :param timeout: seconds a call may take, all its waits together (as
         :class:`~reference_stores.postgres.PostgresStore`'s).
+    :param hold_connection: ``False`` (the default): every call takes a connection from
+        ``pool`` and gives it back, so the handle's calls run in parallel on as many
+        connections as the pool lends, and the pool resets each connection as it comes
+        back (asyncpg's ``reset``: a round trip of its own after every call). ``True``:
+        the handle takes one connection from ``pool`` at its first call and keeps it
+        until :meth:`aclose`, running its calls on it one at a time, in the order they
+        came, with no hand-off and no reset between them (the store's statements leave
+        no session state behind: no ``SET``, advisory lock, ``LISTEN`` or open cursor).
+        See "Holding a connection" in ``docs/log-stores.md`` for what that means for the
+        pool and for connection faults.
     :raises ValueError: ``timeout`` is not positive.
+    :raises TypeError: ``hold_connection`` is not a bool.
 
     Methods raise ``TypeError``/``ValueError`` for bad arguments (``ValueError`` for a
     batch :func:`~storetest.entries.check_batch` refuses, with nothing written), and
     :class:`~storetest.contract.StoreError` or its subclass
-    :class:`~storetest.contract.OutcomeUnknown` as the transcript store does.
+    :class:`~storetest.contract.OutcomeUnknown` as the transcript store does. With
+    ``hold_connection=True``: a call that finds its connection lost or left in an
+    unknown state raises what it would raise with a pool, and the connection is closed
+    and given back to the pool; the handle's next call takes a new one (so does a call
+    that finds its connection closed before sending anything). A call after
+    :meth:`aclose` raises ``StoreError``.
     """
 
-    def __init__(self, pool: Any, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, pool: Any, *, timeout: float = DEFAULT_TIMEOUT, hold_connection: bool = False) -> None:
+        if not isinstance(hold_connection, bool):
+            raise TypeError(f"hold_connection must be a bool, not {type(hold_connection).__name__}")
         self._pool = pool
         self._timeout = check_timeout(timeout)
+        self._held: _Held | None = _Held(pool) if hold_connection else None
 
     def __repr__(self) -> str:
-        return f"PostgresLogStore({self._pool!r})"
+        held = ", hold_connection=True" if self._held is not None else ""
+        return f"PostgresLogStore({self._pool!r}{held})"
+
+    async def __aenter__(self) -> PostgresLogStore:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Give a held connection back to the pool (which resets it then), after the
+        calls under way; later calls raise ``StoreError``. Harmless twice; does nothing
+        without ``hold_connection``."""
+        if self._held is not None:
+            await self._held.close(self._timeout)
+
+    def _connection(self, operation: str, session: str, deadline: _Deadline) -> AbstractAsyncContextManager[Any]:
+        if self._held is not None:
+            return self._held.use(operation, session, deadline)
+        return _pooled(self._pool, operation, session, deadline)
 
     async def append(self, session: str, entries: Sequence[Entry]) -> None:
         """Append a batch in one transaction, creating the session if new.
@@ -229,6 +295,14 @@ class PostgresLogStore:
         batch = check_entries(entries)
         if not batch:
             return
+        key = session.encode("utf-8")
+        if len(batch) == 1:
+            (e,) = batch
+            us, offset = encode_time(e.created_at)
+            one = (key, e.id.encode("utf-8"), None if e.parent_id is None else e.parent_id.encode("utf-8"),
+                   us, offset, e.kind, encode_payload(e))
+            await self._append(session, batch, _APPEND_ONE, one)
+            return
         # The parents the session must have: those not earlier in the batch.
         earlier: set[str] = set()
         needed: set[str] = set()
@@ -236,7 +310,6 @@ class PostgresLogStore:
             if e.parent_id is not None and e.parent_id not in earlier:
                 needed.add(e.parent_id)
             earlier.add(e.id)
-        key = session.encode("utf-8")
         times = [encode_time(e.created_at) for e in batch]
         args = (
             key, len(batch), [e.id.encode("utf-8") for e in batch], [p.encode("utf-8") for p in sorted(needed)],
@@ -244,18 +317,24 @@ class PostgresLogStore:
             [us for us, _ in times], [offset for _, offset in times],
             [e.kind for e in batch], [encode_payload(e) for e in batch],
         )
+        if len(earlier) < len(batch):
+            # An id twice in the batch: refused whatever the session holds, by the check
+            # that names the first fault given what the session holds.
+            await self._append(session, batch, _KNOWN_IDS, (key, args[2] + args[3]), twice=True)
+        await self._append(session, batch, _APPEND, args)
+
+    async def _append(self, session: str, batch: Sequence[Entry], query: str, args: Sequence[Any],
+                      *, twice: bool = False) -> None:
         deadline = _Deadline(self._timeout)
         try:
-            async with _pooled(self._pool, "append to", session, deadline) as conn:
-                if len(earlier) < len(batch):
-                    # An id twice in the batch: refused whatever the session holds, by the
-                    # check that names the first fault given what the session holds.
-                    rows = await conn.fetch(_KNOWN_IDS, key, args[2] + args[3], timeout=deadline.left())
+            async with self._connection("append to", session, deadline) as conn:
+                if twice:
+                    rows = await conn.fetch(query, *args, timeout=deadline.left())
                     check_batch(session, batch, _Found({r["id"].decode("utf-8") for r in rows}))
                     raise AssertionError("check_batch passed a batch holding an id twice")
                 for attempt in range(1, APPEND_ATTEMPTS + 1):
                     try:
-                        rows = await _autocommitted(conn, _APPEND, args, deadline)
+                        rows = await _autocommitted(conn, query, args, deadline)
                     except _RETRIED:
                         if attempt == APPEND_ATTEMPTS:
                             raise
@@ -272,7 +351,7 @@ class PostgresLogStore:
         session = check_session_id(session)
         deadline = _Deadline(self._timeout)
         try:
-            async with _pooled(self._pool, "read of", session, deadline) as conn:
+            async with self._connection("read of", session, deadline) as conn:
                 rows = await conn.fetch(_ROWS, session.encode("utf-8"), timeout=deadline.left())
         except _BACKEND_ERRORS as exc:
             _fail("read of", session, exc, self._timeout)
@@ -298,7 +377,7 @@ class PostgresLogStore:
         key = session.encode("utf-8")
         deadline = _Deadline(self._timeout)
         try:
-            async with _pooled(self._pool, "create of", session, deadline) as conn, _transaction(conn, deadline):
+            async with self._connection("create of", session, deadline) as conn, _transaction(conn, deadline):
                 if await conn.fetchval(_CREATE_SESSION, key, len(batch), timeout=deadline.left()) is None:
                     # The row exists: lock it; a row with no entries (none is left
                     # behind today) still counts as a session to create.
@@ -331,3 +410,82 @@ class PostgresLogStore:
 
 class _Exists(Exception):
     """The session has entries: roll the create back (it reserved positions) and say so."""
+
+
+class _Held:
+    """The one connection of a handle made with ``hold_connection=True``: taken from the
+    pool at the first call, used by one call at a time, replaced after a fault."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._conn: Any = None
+        self._lock: asyncio.Lock | None = None  # made on the loop that first uses it
+        self._closed = False
+
+    def _the_lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    @asynccontextmanager
+    async def use(self, operation: str, session: str, deadline: _Deadline) -> AsyncIterator[Any]:
+        lock = self._the_lock()
+        try:
+            async with asyncio.timeout(deadline.left()):
+                await lock.acquire()
+        except TimeoutError as exc:
+            raise TimeoutError(
+                "the handle's connection was busy with its other calls for the whole of the "
+                f"store's timeout of {deadline.seconds:g} s"
+            ) from exc
+        try:
+            if self._closed:
+                raise _Closed(f"{operation} session {session!r} failed: the store was closed (aclose)")
+            conn = self._conn
+            if conn is None or _is_closed(conn):
+                if conn is not None:
+                    # Lost between calls, nothing sent on it: give it back, take another.
+                    self._conn = None
+                    await self._give_back(conn, deadline.for_release(), failed=True)
+                try:
+                    conn = await self._pool.acquire(timeout=deadline.left())
+                except TimeoutError as exc:
+                    raise TimeoutError(
+                        f"no connection from the pool within the store's timeout of {deadline.seconds:g} s"
+                    ) from exc
+                self._conn = conn
+            try:
+                yield conn
+            except BaseException as exc:
+                if _unsure(exc) or _is_closed(conn):
+                    # Its state is unknown, or it is gone: close it and give it back; the
+                    # next call takes a new one.
+                    self._conn = None
+                    if not _is_closed(conn):
+                        conn.terminate()
+                    await self._give_back(conn, deadline.for_release(), failed=True)
+                raise
+        finally:
+            lock.release()
+
+    async def _give_back(self, conn: Any, timeout: float, *, failed: bool) -> None:
+        # Shielded, as in _pooled: a release past the bound finishes in the background.
+        release = asyncio.ensure_future(self._pool.release(conn, timeout=timeout))
+        release.add_done_callback(_retrieve)
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(release)
+        except Exception:
+            _log.log(logging.DEBUG if failed else logging.WARNING,
+                     "giving a held connection back to the pool failed; the pool closes it", exc_info=True)
+
+    async def close(self, timeout: float) -> None:
+        async with self._the_lock():  # after the calls under way
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await self._give_back(conn, timeout, failed=_is_closed(conn))
+
+
+class _Closed(StoreError):
+    """A call on a handle after :meth:`PostgresLogStore.aclose`."""

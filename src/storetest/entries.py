@@ -54,7 +54,7 @@ from __future__ import annotations
 import json
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Final, Literal, Protocol, runtime_checkable
 
 from storetest.contract import MAX_ID_BYTES, MAX_NAME_BYTES, Message, _check_encodable, _check_size
@@ -159,6 +159,9 @@ _PAYLOADS: Final[dict[str, type]] = {
 
 
 def _check_created(value: object) -> datetime:
+    if type(value) is datetime and value.tzinfo is UTC and not value.fold:
+        # The common time, datetime.now(UTC): already nothing but an instant and offset 0.
+        return value
     if not isinstance(value, datetime):
         raise TypeError(f"Entry.created_at must be datetime, not {type(value).__name__}")
     offset = value.utcoffset()

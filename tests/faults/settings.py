@@ -26,6 +26,7 @@ _ZERO = (
     "handles failing after the last restart",
     "OutcomeUnknown not where a sent write lost its reply",
     "failures not explained by a cut",
+    "failures not explained by a kill or a stall",
     "errors not a StoreError naming operation, session and cause",
 )
 
