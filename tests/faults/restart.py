@@ -4,7 +4,8 @@ Each of ``PROCESSES`` forked children opens its stores once and keeps them for t
 run (no handle is ever re-created): a saver on a session of its own, an adder and a
 taker on one queue all children share, and, given a log store, an appender. The parent
 lets them work, stops the server (a fast or immediate shutdown, or SIGKILL of every
-server process), keeps it down for ``DOWN`` seconds, starts it again, and so on; then
+server process), keeps it down for ``DOWN`` seconds (longer, up to ``DOWN_AT_MOST``, until
+a child's call began and failed inside the outage), starts it again, and so on; then
 tells the children to stop, and each runs one more of every operation on the same
 handles and reports what it saw. Every call is timed on CLOCK_MONOTONIC, one clock for
 every process, so the parent knows which calls fell inside an outage.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import multiprocessing
 import os
 import random
 import threading
@@ -41,6 +43,9 @@ QUEUE = "restart-queue"
 PROCESSES = 3
 WORK = 0.5  # seconds of work before each stop, and after the last start
 DOWN = 1.0  # seconds the server stays down: long enough for calls to start and fail inside
+#: ... and longer, up to this, until a child's call began and ended inside the outage (a
+#: loaded machine may not run one in DOWN seconds: then the outage would test nothing).
+DOWN_AT_MOST = 6.0
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 #: Opens, in a child, ``{"store": ..., "log": ... or None}`` (on its event loop if async).
@@ -54,8 +59,10 @@ async def _call(value: Any) -> Any:
 class _Child:
     """One child's workers and what they saw."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, last_failed: Any = None) -> None:
         self.name = name
+        #: Shared with the parent: (start, end) of this child's latest failed call.
+        self.last_failed = last_failed
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.ledger = SteerLedger()
@@ -75,8 +82,11 @@ class _Child:
             if problem:
                 with self.lock:
                     self.problems.append(problem)
+        end = time.monotonic()
         with self.lock:
-            self.calls.append((op, start, time.monotonic(), outcome))
+            self.calls.append((op, start, end, outcome))
+        if exc is not None and self.last_failed is not None:
+            self.last_failed[0], self.last_failed[1] = start, end
         return result, exc
 
     async def saver(self, store: Any) -> None:
@@ -184,8 +194,8 @@ async def _working_after(child: _Child, stores: dict[str, Any]) -> list[str]:
     return failures
 
 
-def _child_main(name: str, open_stores: Opener, stop_read: int, out: int) -> None:
-    child = _Child(name)
+def _child_main(name: str, open_stores: Opener, stop_read: int, out: int, last_failed: Any = None) -> None:
+    child = _Child(name, last_failed)
 
     def watch() -> None:
         os.read(stop_read, 1)
@@ -232,6 +242,9 @@ def run(server: PrivateServer, proxy: CuttingProxy, commit: Marker, open_stores:
     returned by a take (the children's, then ``drain``'s) counts as lost, unless a take
     raised OutcomeUnknown with it in ``steers``."""
     children = []
+    # Each child's latest failed call, (start, end), in memory shared across the fork
+    # (CLOCK_MONOTONIC is the machine's: the parent compares it with its own).
+    last_failed = [multiprocessing.RawArray("d", 2) for _ in range(PROCESSES)]
     for i in range(PROCESSES):
         stop_r, stop_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -241,7 +254,7 @@ def run(server: PrivateServer, proxy: CuttingProxy, commit: Marker, open_stores:
             try:
                 os.close(stop_w)
                 os.close(out_r)
-                _child_main(f"p{i}", open_stores, stop_r, out_w)
+                _child_main(f"p{i}", open_stores, stop_r, out_w, last_failed[i])
             except BaseException:
                 code = 1
             finally:
@@ -262,6 +275,8 @@ def run(server: PrivateServer, proxy: CuttingProxy, commit: Marker, open_stores:
         proxy.refuse()
         stopped = time.monotonic()
         time.sleep(DOWN)
+        while time.monotonic() - stopped < DOWN_AT_MOST and not any(stopped <= a[0] <= a[1] for a in last_failed):
+            time.sleep(0.05)
         starting = time.monotonic()
         server.start()
         proxy.accept_again()
