@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_stores.memory import MemoryStore
+from reference_stores.memory import MemoryBackend, MemoryStore
 from storetest import MAX_ID_BYTES, MAX_NAME_BYTES, Attachment, Message, ToolCall, ToolResult, check
 from storetest._engine.diagnosis import describe_id_merge, describe_steers, describe_transcript, key_scheme_clash
 from storetest._engine.strategies import filled
@@ -85,6 +85,46 @@ def test_a_case_merge_is_named_as_a_merge_in_the_state_machine() -> None:
     assert result.outcome == "failed"
     assert result.diagnosis.startswith("sessions merged: reading"), result.diagnosis
     assert "case" in result.diagnosis, result.diagnosis
+
+
+class _SteersPerHandle(MemoryStore):
+    """Steers kept in the handle (process memory): no handle sees another's."""
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.queues: dict[str, list[str]] = {}
+
+    def replica(self) -> MemoryStore:
+        return _SteersPerHandle(self.backend)
+
+    async def add_steer(self, session: str, text: str) -> None:
+        self.queues.setdefault(session, []).append(text)
+
+    async def take_steers(self, session: str) -> list[str]:
+        return self.queues.pop(session, [])
+
+
+@pytest.mark.parametrize("seed", [2, 7])
+def test_a_negative_steer_cache_is_named_in_the_state_machine(seed: int) -> None:
+    """The state machine names the cache on its evidence: the taker found the queue empty
+    before, the adding handle can take the steers, and the taker sees that handle's steer
+    on a new session."""
+    broken = BROKEN["memory-negative-steer-cache"]
+    result = check(broken.factory, broken.replica, clauses=["store_matches_model"], seed=seed).results[0]
+    assert result.outcome == "failed"
+    assert 'a cached "queue is empty" that another handle\'s add did not invalidate' in result.diagnosis, \
+        result.diagnosis
+
+
+def test_steers_kept_per_handle_are_not_called_a_cache() -> None:
+    """The same [] from a store whose handles never see each other's steers: no cache is
+    blamed, as the taker does not see the other handle's steer on a new session either."""
+    result = check(_SteersPerHandle, lambda primary: primary.replica(), clauses=["store_matches_model"],
+                   seed=7).results[0]
+    assert result.outcome == "failed"
+    first = result.diagnosis.splitlines()[0]
+    assert "cached" not in first, first
+    assert "did not see them (nor a steer handle" in first, first
 
 
 # --- the limits --------------------------------------------------------------------------

@@ -215,6 +215,7 @@ SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("steers", "steers returned last-in-first-out"),
     ("steers", "a take capped by a page size or a byte budget"),
     ("steers", "taken before came back again"),
+    ("steers", "a cached \"queue is empty\" that another handle's add did not invalidate"),
 )
 
 #: Widths that columns, keys and buffers commonly cut at, and where each comes from.
