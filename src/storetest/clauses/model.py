@@ -25,7 +25,7 @@ from storetest._engine.diagnosis import describe_id_merge, describe_unseen_steer
 from storetest._engine.failures import Check
 from storetest._engine.harness import Target
 from storetest.clauses._registry import clause
-from storetest.clauses._support import hypothesis_settings
+from storetest.clauses._support import hypothesis_settings, run_uncaught
 from storetest.contract import Message
 
 
@@ -103,7 +103,7 @@ def store_matches_model(t: Target) -> None:
         def save(self, which: int, handle: int, transcript: list[Message]) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: save({session!r}, {len(transcript)} messages)")
-            t.run(handles[handle].save(session, transcript))
+            run_uncaught(t, handles[handle].save(session, transcript))
             self.previous[session] = self.transcripts.get(session, [])
             self.transcripts[session] = list(transcript)
             self._wrote(session)
@@ -112,7 +112,7 @@ def store_matches_model(t: Target) -> None:
         def read(self, which: int, handle: int) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: messages({session!r})")
-            got = t.run(handles[handle].messages(session))
+            got = run_uncaught(t, handles[handle].messages(session))
             self._check(session, "transcript", self.transcripts.get(session, []), got,
                         previous=self.previous.get(session))
 
@@ -121,7 +121,7 @@ def store_matches_model(t: Target) -> None:
         def add_steer(self, which: int, handle: int, text: str) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: add_steer({session!r}, {text!r})")
-            t.run(handles[handle].add_steer(session, text))
+            run_uncaught(t, handles[handle].add_steer(session, text))
             self.steers.setdefault(session, []).append(text)
             self.numbers.setdefault(session, []).append((handle, self.added[session, handle]))
             self.added[session, handle] += 1
@@ -133,7 +133,7 @@ def store_matches_model(t: Target) -> None:
         def take(self, which: int, handle: int) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: take_steers({session!r})")
-            got = t.run(handles[handle].take_steers(session))
+            got = run_uncaught(t, handles[handle].take_steers(session))
             sent = self.steers.pop(session, [])
             numbers = self.numbers.pop(session, [])
             if got == [] and sent and all(h != handle for h, _ in numbers):
@@ -152,11 +152,11 @@ def store_matches_model(t: Target) -> None:
             adders = list(dict.fromkeys(adders))
             adder = handles[adders[0]]
             note(f"handle {adders[0]}: take_steers({session!r}), to see whether the steers were stored")
-            took = t.run(adder.take_steers(session))
+            took = run_uncaught(t, adder.take_steers(session))
             fresh = t.new_session("model-probe")
             note(f"handle {adders[0]}: add_steer({fresh!r}, 'probe'); handle {taker}: take_steers({fresh!r})")
-            t.run(adder.add_steer(fresh, "probe"))
-            sees_fresh = t.run(handles[taker].take_steers(fresh)) == ["probe"]
+            run_uncaught(t, adder.add_steer(fresh, "probe"))
+            sees_fresh = run_uncaught(t, handles[taker].take_steers(fresh)) == ["probe"]
             line = describe_unseen_steers(taker, sent, adders, took, (session, taker) in self.found_empty,
                                           sees_fresh)
             if line is not None:
@@ -167,7 +167,7 @@ def store_matches_model(t: Target) -> None:
         @invariant()
         def first_session_matches(self) -> None:
             session = self.sessions[0]
-            got = t.run(handles[-1].messages(session))
+            got = run_uncaught(t, handles[-1].messages(session))
             self._check(session, "transcript", self.transcripts.get(session, []), got,
                         previous=self.previous.get(session))
 
