@@ -124,6 +124,14 @@ def test_json_re_encoding_is_still_named_as_such() -> None:
     assert "raw JSON re-encoded (" in describe_text('{"z":1,"a":2}', '{"a": 2, "z": 1}')
 
 
+def test_json_whitespace_inside_strings_is_not_whitespace_changed() -> None:
+    """Only whitespace between tokens counts: a string's own spaces move with its key."""
+    line = describe_text('{"a": "x   y", "b": "\\"  \\""}', '{"b": "\\"  \\"", "a": "x   y"}')
+    assert "raw JSON re-encoded (keys reordered)" in line, line
+    line = describe_text('{"a": "x  y"}', '{"a":"x  y"}')
+    assert "raw JSON re-encoded (whitespace changed)" in line, line
+
+
 def test_nothing_known_gives_a_minimal_diff() -> None:
     line = describe_text("the quick brown fox", "the quick red fox")
     assert line.startswith("text changed, by no known transform: first difference at character 10 (byte 10)")

@@ -76,11 +76,20 @@ def _key_orders(value: object) -> list[list[str]]:
     return []
 
 
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[^\s"]+|\s+')
+# A JSON string, written as a loop that takes a run of plain characters at a time (the
+# alternation per character of '"(?:[^"\\]|\\.)*"' is 5x slower on a 256 KiB string).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NUMBER = re.compile(_STRING.pattern + r'|-?\d[\d.eE+-]*')
+_SPACE = re.compile(r"\s+")
 
 
 def _numbers(text: str) -> list[str]:
-    return [t for t in re.findall(r'"(?:[^"\\]|\\.)*"|-?\d[\d.eE+-]*', text) if not t.startswith('"')]
+    return [t for t in _NUMBER.findall(text) if not t.startswith('"')]
+
+
+def _spaces(text: str) -> list[str]:
+    """The runs of whitespace between a JSON text's tokens (those inside strings left out)."""
+    return _SPACE.findall(_STRING.sub('""', text))
 
 
 def _describe_json(sent: str, got: str) -> str | None:
@@ -98,16 +107,14 @@ def _describe_json(sent: str, got: str) -> str | None:
         or "duplicate key dropped" in found
     ):
         found.append("keys reordered")
-    if [t for t in _TOKEN.findall(sent) if t.isspace()] != [t for t in _TOKEN.findall(got) if t.isspace()]:
+    if _spaces(sent) != _spaces(got):
         found.append("whitespace changed")
     sent_numbers, got_numbers = Counter(_numbers(sent)), Counter(_numbers(got))
     if sum(sent_numbers.values()) == sum(got_numbers.values()) and sent_numbers != got_numbers:
         before = sorted(sent_numbers - got_numbers)[0]
         after = sorted(got_numbers - sent_numbers)[0]
         found.append(f"number rewritten ({before} became {after})")
-    sent_strings = re.findall(r'"(?:[^"\\]|\\.)*"', sent)
-    got_strings = re.findall(r'"(?:[^"\\]|\\.)*"', got)
-    if sorted(sent_strings) != sorted(got_strings) and "\\u" in sent:
+    if "\\u" in sent and sorted(_STRING.findall(sent)) != sorted(_STRING.findall(got)):
         found.append("escape sequences rewritten")
     if not found:
         return None
