@@ -688,6 +688,13 @@ each such line carries, from `storetest._engine.explain.SHAPES`:
 | about | the words in the line |
 |---|---|
 {shapes}
+
+A store that raises is its own cause: the line names the call, the exception (and what
+a backend's refusal means, when it is known), and the innermost frame of the store's
+own code, as in `save() raised StoreError: ... (at mystore/db.py:12 in save)` (the
+pattern `{raised}`, `storetest._engine.explain.RAISED_IN_STORE`). A failure whose first
+line carries a transform, a cut, a shape or such a raise has its example shrunk by the
+profile's `shrink_steps_named` successful shrinks; any other, by its `shrink_steps`.
 """
 
 
@@ -696,7 +703,8 @@ def render_failures() -> list[str]:
     bar = "\\|"
     rows = "\n".join(f"| {t.family} | {t.line.replace('|', bar)} |" for t in explain.TRANSFORMS)
     shapes = "\n".join(f"| {about} | {words.replace('|', bar)} |" for about, words in explain.SHAPES)
-    return FAILURE_PROSE.format(rows=rows, shapes=shapes).splitlines()
+    raised = explain.RAISED_IN_STORE.pattern.replace("|", bar)
+    return FAILURE_PROSE.format(rows=rows, shapes=shapes, raised=raised).splitlines()
 
 
 def _shown(text: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from storetest import Attachment, Message, check, item_sessions
-from storetest._engine.diagnosis import describe_steers, describe_text, describe_transcript
+from storetest._engine.diagnosis import describe_steers, describe_text, describe_transcript, describe_unseen_steers
 from storetest._engine.explain import TRANSFORMS, explain_text, minimal_diff, truncation
 from storetest._engine.item_diagnosis import describe_item, describe_items, describe_limit
 from tests.broken_stores import registry
@@ -122,6 +122,14 @@ def test_a_transform_then_a_cut() -> None:
 
 def test_json_re_encoding_is_still_named_as_such() -> None:
     assert "raw JSON re-encoded (" in describe_text('{"z":1,"a":2}', '{"a": 2, "z": 1}')
+
+
+def test_json_whitespace_inside_strings_is_not_whitespace_changed() -> None:
+    """Only whitespace between tokens counts: a string's own spaces move with its key."""
+    line = describe_text('{"a": "x   y", "b": "\\"  \\""}', '{"b": "\\"  \\"", "a": "x   y"}')
+    assert "raw JSON re-encoded (keys reordered)" in line, line
+    line = describe_text('{"a": "x  y"}', '{"a":"x  y"}')
+    assert "raw JSON re-encoded (whitespace changed)" in line, line
 
 
 def test_nothing_known_gives_a_minimal_diff() -> None:
@@ -512,6 +520,8 @@ SHAPE_SAMPLES: dict[str, Any] = {
     "steers returned last-in-first-out": lambda: describe_steers(["a", "b", "c"], ["c", "b", "a"]),
     "a take capped by a page size or a byte budget": lambda: describe_steers(["a", "b"], ["a"]),
     "taken before came back again": lambda: describe_steers(["c"], ["a", "b", "c"], taken=["a", "b"]),
+    "a cached \"queue is empty\" that another handle's add did not invalidate": lambda: describe_unseen_steers(
+        1, ["a"], [0], ["a"], found_empty=True, sees_fresh=True),
 }
 
 

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from reference_stores.memory import MemoryStore
+from reference_stores.memory import MemoryBackend, MemoryStore
 from storetest import MAX_ID_BYTES, MAX_NAME_BYTES, Attachment, Message, ToolCall, ToolResult, check
 from storetest._engine.diagnosis import describe_id_merge, describe_steers, describe_transcript, key_scheme_clash
+from storetest._engine.explain import names_a_cause
+from storetest._engine.failures import failure_listeners
 from storetest._engine.strategies import filled
 from storetest.entries import Custom, Entry
 from tests.broken_stores import registry, run_clause
@@ -85,6 +87,74 @@ def test_a_case_merge_is_named_as_a_merge_in_the_state_machine() -> None:
     assert result.outcome == "failed"
     assert result.diagnosis.startswith("sessions merged: reading"), result.diagnosis
     assert "case" in result.diagnosis, result.diagnosis
+
+
+class _SteersPerHandle(MemoryStore):
+    """Steers kept in the handle (process memory): no handle sees another's."""
+
+    def __init__(self, backend: MemoryBackend | None = None) -> None:
+        super().__init__(backend)
+        self.queues: dict[str, list[str]] = {}
+
+    def replica(self) -> MemoryStore:
+        return _SteersPerHandle(self.backend)
+
+    async def add_steer(self, session: str, text: str) -> None:
+        self.queues.setdefault(session, []).append(text)
+
+    async def take_steers(self, session: str) -> list[str]:
+        return self.queues.pop(session, [])
+
+
+@pytest.mark.parametrize("seed", [2, 7])
+def test_a_negative_steer_cache_is_named_in_the_state_machine(seed: int) -> None:
+    """The state machine names the cache on its evidence: the taker found the queue empty
+    before, the adding handle can take the steers, and the taker sees that handle's steer
+    on a new session."""
+    broken = BROKEN["memory-negative-steer-cache"]
+    result = check(broken.factory, broken.replica, clauses=["store_matches_model"], seed=seed).results[0]
+    assert result.outcome == "failed"
+    assert 'a cached "queue is empty" that another handle\'s add did not invalidate' in result.diagnosis, \
+        result.diagnosis
+
+
+def test_steers_kept_per_handle_are_not_called_a_cache() -> None:
+    """The same [] from a store whose handles never see each other's steers: no cache is
+    blamed, as the taker does not see the other handle's steer on a new session either."""
+    result = check(_SteersPerHandle, lambda primary: primary.replica(), clauses=["store_matches_model"],
+                   seed=7).results[0]
+    assert result.outcome == "failed"
+    first = result.diagnosis.splitlines()[0]
+    assert "cached" not in first, first
+    assert "did not see them (nor a steer handle" in first, first
+
+
+def test_a_raise_named_with_the_store_frame_names_its_cause() -> None:
+    """A call the store raised on, with the store's own frame, counts as naming its cause
+    (shrunk by shrink_steps_named); the same raise with no frame of the store's does not."""
+    named = "save() raised StoreError: refused (at mystore/db.py:12 in save)"
+    assert names_a_cause(named)
+    assert names_a_cause("save() on the factory's store raised OSError: disk full (at store.py:3 in _write)")
+    assert not names_a_cause("the store raised StoreError: refused")
+    assert not names_a_cause("save() raised StoreError: refused")
+
+
+def test_the_state_machine_names_a_raise_as_it_happens() -> None:
+    """A store's exception no rule catches ends the state machine's example: the failure
+    listeners hear the call, the exception and the store's frame when it is raised (so
+    shrinking is cut as for a named cause), and the verdict's first line is that line."""
+    heard: list[str] = []
+    failure_listeners.append(heard.append)
+    try:
+        broken = BROKEN["memory-unrelated-errors"]
+        result = check(broken.factory, clauses=["store_matches_model"], seed=7).results[0]
+    finally:
+        failure_listeners.remove(heard.append)
+    assert result.outcome == "failed"
+    assert heard and heard[0].startswith("save() on the factory's store raised StoreError: save to session"), heard
+    assert heard[0].endswith("in save)") and names_a_cause(heard[0]), heard[0]
+    assert result.diagnosis.startswith("save() on the factory's store raised StoreError"), result.diagnosis
+    assert "(at tests/broken_stores/memory_variants.py:" in result.diagnosis, result.diagnosis
 
 
 # --- the limits --------------------------------------------------------------------------

@@ -415,7 +415,11 @@ def test_a_store_exception_shows_the_store_frames_first_and_only() -> None:
     result = check(RaisesDeepInside, clauses=["steers_are_taken_exactly_once_under_concurrency"],
                    seed=2).results[0]
     assert result.outcome == "failed"
-    assert result.diagnosis.startswith("the store raised ConnectionResetError"), result.diagnosis
+    # The call, the exception, and the store's frame it came from.
+    assert result.diagnosis.startswith("take_steers() on the factory's store raised ConnectionResetError"), \
+        result.diagnosis
+    line = RaisesDeepInside._helper.__code__.co_firstlineno + 1
+    assert result.diagnosis.endswith(f"(at tests/test_verdict.py:{line} in _helper)"), result.diagnosis
     assert "test_verdict.py" in result.details and "in _helper" in result.details, result.details
     assert "asyncio" not in result.details, result.details
 

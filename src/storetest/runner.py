@@ -38,7 +38,13 @@ from storetest._engine.harness import (
 from storetest._engine.profiles import Profile, check_call_timeout, check_idle, profile_named
 from storetest._engine.servers.redis import new_prefix
 from storetest.clauses import CLAUSES, Clause
-from storetest.clauses._support import hypothesis_home, reporting_to, shrink_budget, stopped_shrinking_early
+from storetest.clauses._support import (
+    ended_by_the_store,
+    hypothesis_home,
+    reporting_to,
+    shrink_budget,
+    stopped_shrinking_early,
+)
 from storetest.results import (
     ClauseResult,
     Interrupted,
@@ -550,7 +556,7 @@ def _failed(c: Clause, t: Target, exc: BaseException, reported: list[str],
         details = "\n".join(str(f) for f in failures)
     else:
         violations = []
-        diagnosis = f"the store raised {describe_exception(_innermost(exc))}"
+        diagnosis = ended_by_the_store(t, _innermost(exc)) or f"the store raised {describe_exception(_innermost(exc))}"
         details = store_frames(_innermost(exc), code_roots(t.store.raw))
     first = _first_store_error(t)
     if first is not None and first[1] not in diagnosis:

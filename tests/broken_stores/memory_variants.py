@@ -14,6 +14,7 @@ import asyncio
 import fnmatch
 import hashlib
 import json
+import re
 import threading
 import time
 import unicodedata
@@ -806,6 +807,10 @@ class ChunkBoundaryStore(MemoryStore):
         await super().save(session, [m for i, m in enumerate(checked) if i < 500 or i % 500])
 
 
+#: A character outside the BMP (4 bytes in UTF-8), which a utf8mb3 column refuses.
+_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
+
+
 class UnrelatedErrorsStore(MemoryStore):
     """Refuses NUL in one way and 4-byte characters in another, and works for
     everything else: two unrelated refusals, not a poisoned connection.
@@ -819,7 +824,7 @@ class UnrelatedErrorsStore(MemoryStore):
         if "\\x00" in text:
             raise StoreError(f"save to session {session!r} failed: invalid byte sequence for encoding "
                              "UTF8: 0x00")
-        if any(ord(c) > 0xFFFF for c in text):
+        if _ASTRAL.search(text):  # as a column's charset check does, not a loop per character
             raise StoreError(f"save to session {session!r} failed: Incorrect string value for column "
                              "'content'")
         await super().save(session, messages)

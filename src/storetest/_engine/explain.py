@@ -28,8 +28,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["COLUMN_WIDTHS", "SHAPES", "TRANSFORMS", "Transform", "explain_text", "minimal_diff", "names_a_cause",
-           "truncation"]
+__all__ = [
+    "COLUMN_WIDTHS",
+    "RAISED_IN_STORE",
+    "SHAPES",
+    "TRANSFORMS",
+    "Transform",
+    "explain_text",
+    "minimal_diff",
+    "names_a_cause",
+    "truncation",
+]
 
 
 @dataclass(frozen=True)
@@ -224,6 +233,7 @@ SHAPES: Final[tuple[tuple[str, str], ...]] = (
     ("steers", "steers returned last-in-first-out"),
     ("steers", "a take capped by a page size or a byte budget"),
     ("steers", "taken before came back again"),
+    ("steers", "a cached \"queue is empty\" that another handle's add did not invalidate"),
 )
 
 #: Widths that columns, keys and buffers commonly cut at, and where each comes from.
@@ -324,12 +334,21 @@ def _explain(sent: str, got: str, partial: Callable[[str, str], str | None] | No
     return None
 
 
+#: A call that raised, with the store's own frame it raised from (``Check.call``'s line,
+#: and the runner's for an exception that ended a clause): ``save() raised StoreError:
+#: ... (at store.py:12 in save)``.
+RAISED_IN_STORE: Final = re.compile(r"\braised \S.* \(at [^()\n]+:\d+ in [^()\s]+\)")
+
+
 def names_a_cause(diagnosis: str) -> bool:
     """Whether ``diagnosis`` carries a line of the catalogue: a transform of
-    :data:`TRANSFORMS`, a cut at a count, or a reshaping of :data:`SHAPES`. Such a line
-    tells the store author what to fix; a smaller example would not tell them more."""
+    :data:`TRANSFORMS`, a cut at a count, or a reshaping of :data:`SHAPES`; or names a
+    call the store raised on, the exception and the store's own frame it came from
+    (:data:`RAISED_IN_STORE`: the raise is the cause, and the frame is where to look).
+    Such a line tells the store author what to fix; a smaller example would not tell
+    them more."""
     return ("truncated at " in diagnosis or any(t.line in diagnosis for t in TRANSFORMS)
-            or any(words in diagnosis for _, words in SHAPES))
+            or any(words in diagnosis for _, words in SHAPES) or RAISED_IN_STORE.search(diagnosis) is not None)
 
 
 def _applies(t: Transform, value: str) -> str:

@@ -26,10 +26,12 @@ __all__ = [
     "Check",
     "ConformanceFailure",
     "Violation",
+    "announce",
     "checking",
     "clause_link",
     "conformance_failures",
     "describe_exception",
+    "store_frame",
     "store_frames",
 ]
 
@@ -139,6 +141,30 @@ def describe_exception(error: BaseException) -> str:
     return out if meaning is None else f"{meaning}: {out}"
 
 
+def announce(diagnosis: str) -> None:
+    """Tell the :data:`failure_listeners` a clause failed with ``diagnosis``."""
+    for listener in failure_listeners:
+        listener(diagnosis)
+
+
+def store_frame(error: BaseException, roots: Sequence[str]) -> str:
+    """`` (at FILE:LINE in FUNC)``: the innermost frame of the store's own code (in files
+    under ``roots``) that ``error`` passed through; ``""`` when none did."""
+    if not roots:
+        return ""
+    # Without the source lines: only the place is named (a refused save of MiB values
+    # raises on every message it retries).
+    walked = traceback.StackSummary.extract(traceback.walk_tb(error.__traceback__), lookup_lines=False)
+    frames = [f for f in walked if any(f.filename.startswith(r) for r in roots)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    # Named from the store's package (or its module's directory), not this machine's root.
+    root = next(r for r in roots if f.filename.startswith(r))
+    shown = os.path.relpath(f.filename, os.path.dirname(root.rstrip(os.sep)))
+    return f" (at {shown}:{f.lineno} in {f.name})"
+
+
 class Check:
     """Collects violations; raises them all at once."""
 
@@ -184,16 +210,7 @@ class Check:
             return ""
         from storetest._engine.harness import code_roots
 
-        roots = code_roots(store)
-        frames = [f for f in traceback.extract_tb(error.__traceback__)
-                  if roots and any(f.filename.startswith(r) for r in roots)]
-        if not frames:
-            return ""
-        f = frames[-1]
-        # Named from the store's package (or its module's directory), not this machine's root.
-        root = next(r for r in roots if f.filename.startswith(r))
-        shown = os.path.relpath(f.filename, os.path.dirname(root.rstrip(os.sep)))
-        return f" (at {shown}:{f.lineno} in {f.name})"
+        return store_frame(error, code_roots(store))
 
     def differs(self, session: str, diagnosis: str, sent: object, got: object,
                 expected: bool = False) -> None:
@@ -231,8 +248,7 @@ class Check:
         if self.violations:
             what = " ".join((self.clause.__doc__ or "").strip().split("\n\n")[0].split())
             failure = ConformanceFailure(self.clause.__name__, self.violations, what)
-            for listener in failure_listeners:
-                listener(failure.diagnosis)
+            announce(failure.diagnosis)
             raise failure
 
 

@@ -17,13 +17,13 @@ from hypothesis.internal.conjecture import engine as _engine
 from hypothesis.reporting import with_reporter
 
 from storetest._engine.explain import names_a_cause
-from storetest._engine.failures import failure_listeners
-from storetest._engine.harness import Target
+from storetest._engine.failures import announce, describe_exception, failure_listeners, store_frame
+from storetest._engine.harness import Target, code_roots
 from storetest.contract import Message
 
 __all__ = [
-    "examples", "hypothesis_cache", "hypothesis_home", "hypothesis_settings", "reporting_to", "shrink_budget",
-    "texts",
+    "ended_by_the_store", "examples", "hypothesis_cache", "hypothesis_home", "hypothesis_settings", "reporting_to",
+    "run_uncaught", "shrink_budget", "texts",
 ]
 
 
@@ -58,6 +58,32 @@ def examples(
         return seed(t.seed)(hypothesis_settings(t, scale=scale)(given(*strategies)(counted)))
 
     return decorate
+
+
+def ended_by_the_store(t: Target, error: BaseException) -> str | None:
+    """The line for an exception the store raised that no clause caught (it ended the
+    example): the call, the exception, and the store's own frame it came from, as
+    :meth:`~storetest._engine.failures.Check.call` names one it caught:
+    ``save() on the factory's store raised StoreError: ... (at store.py:12 in save)``.
+    ``None`` when no call of the store raised ``error`` (the harness's own)."""
+    call = next((what for what, raised in t.errors if raised is error), None)
+    if call is None:
+        return None
+    return f"{call} raised {describe_exception(error)}{store_frame(error, code_roots(t.store.raw))}"
+
+
+def run_uncaught(t: Target, work: Any) -> Any:
+    """``t.run(work)`` where nothing catches what the store raises (a state machine's
+    rule): the failure listeners hear the raise as it happens, as they hear a clause's
+    violations, so a raise that names the store's frame is shrunk as briefly as any
+    line that names its cause."""
+    try:
+        return t.run(work)
+    except Exception as exc:
+        line = ended_by_the_store(t, exc)
+        if line is not None:
+            announce(line)
+        raise
 
 
 @contextmanager

@@ -21,11 +21,11 @@ from hypothesis.stateful import (
 )
 
 from storetest._engine import strategies
-from storetest._engine.diagnosis import describe_id_merge
+from storetest._engine.diagnosis import describe_id_merge, describe_unseen_steers
 from storetest._engine.failures import Check
 from storetest._engine.harness import Target
 from storetest.clauses._registry import clause
-from storetest.clauses._support import hypothesis_settings
+from storetest.clauses._support import hypothesis_settings, run_uncaught
 from storetest.contract import Message
 
 
@@ -60,6 +60,9 @@ def store_matches_model(t: Target) -> None:
             self.numbers: dict[str, list[tuple[int, int]]] = {}
             #: What each session's takes have returned, so a steer handed out again is named.
             self.taken: dict[str, list[str]] = {}
+            #: (session, handle): that handle's last take of the session returned [] and it
+            #: has added nothing there since; a later [] after another handle's add is named.
+            self.found_empty: set[tuple[str, int]] = set()
             self.added: Counter[tuple[str, int]] = Counter()
             self.written: dict[str, int] = {}  # session -> the step that last wrote it
             self.step = 0
@@ -100,7 +103,7 @@ def store_matches_model(t: Target) -> None:
         def save(self, which: int, handle: int, transcript: list[Message]) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: save({session!r}, {len(transcript)} messages)")
-            t.run(handles[handle].save(session, transcript))
+            run_uncaught(t, handles[handle].save(session, transcript))
             self.previous[session] = self.transcripts.get(session, [])
             self.transcripts[session] = list(transcript)
             self._wrote(session)
@@ -109,7 +112,7 @@ def store_matches_model(t: Target) -> None:
         def read(self, which: int, handle: int) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: messages({session!r})")
-            got = t.run(handles[handle].messages(session))
+            got = run_uncaught(t, handles[handle].messages(session))
             self._check(session, "transcript", self.transcripts.get(session, []), got,
                         previous=self.previous.get(session))
 
@@ -118,10 +121,11 @@ def store_matches_model(t: Target) -> None:
         def add_steer(self, which: int, handle: int, text: str) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: add_steer({session!r}, {text!r})")
-            t.run(handles[handle].add_steer(session, text))
+            run_uncaught(t, handles[handle].add_steer(session, text))
             self.steers.setdefault(session, []).append(text)
             self.numbers.setdefault(session, []).append((handle, self.added[session, handle]))
             self.added[session, handle] += 1
+            self.found_empty.discard((session, handle))
             self._wrote(session)
 
         @precondition(lambda self: steers)
@@ -129,15 +133,41 @@ def store_matches_model(t: Target) -> None:
         def take(self, which: int, handle: int) -> None:
             session = self.sessions[which]
             note(f"handle {handle}: take_steers({session!r})")
-            got = t.run(handles[handle].take_steers(session))
+            got = run_uncaught(t, handles[handle].take_steers(session))
             sent = self.steers.pop(session, [])
-            self._check(session, "steers", sent, got, self.numbers.pop(session, []), taken=self.taken.get(session, []))
+            numbers = self.numbers.pop(session, [])
+            if got == [] and sent and all(h != handle for h, _ in numbers):
+                self._unseen(session, handle, sent, [h for h, _ in numbers])
+            self._check(session, "steers", sent, got, numbers, taken=self.taken.get(session, []))
             self.taken.setdefault(session, []).extend(sent)
+            if got == []:
+                self.found_empty.add((session, handle))
+            else:
+                self.found_empty.discard((session, handle))
+
+        def _unseen(self, session: str, taker: int, sent: list[str], adders: list[int]) -> None:
+            """A take on ``taker`` returned [] while other handles' steers were queued: ask
+            the handle that added first whether they were stored, and whether ``taker`` sees
+            that handle's steer on a new session, before naming a cause."""
+            adders = list(dict.fromkeys(adders))
+            adder = handles[adders[0]]
+            note(f"handle {adders[0]}: take_steers({session!r}), to see whether the steers were stored")
+            took = run_uncaught(t, adder.take_steers(session))
+            fresh = t.new_session("model-probe")
+            note(f"handle {adders[0]}: add_steer({fresh!r}, 'probe'); handle {taker}: take_steers({fresh!r})")
+            run_uncaught(t, adder.add_steer(fresh, "probe"))
+            sees_fresh = run_uncaught(t, handles[taker].take_steers(fresh)) == ["probe"]
+            line = describe_unseen_steers(taker, sent, adders, took, (session, taker) in self.found_empty,
+                                          sees_fresh)
+            if line is not None:
+                check = Check(store_matches_model)
+                check.add(session, line, expected=sent, got=[])
+                check.raise_if_any()
 
         @invariant()
         def first_session_matches(self) -> None:
             session = self.sessions[0]
-            got = t.run(handles[-1].messages(session))
+            got = run_uncaught(t, handles[-1].messages(session))
             self._check(session, "transcript", self.transcripts.get(session, []), got,
                         previous=self.previous.get(session))
 
