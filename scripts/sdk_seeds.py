@@ -1,6 +1,7 @@
 """Run chosen clauses against the SDK stores of ``tests/ecosystem`` (those
 ``docs/ecosystem.md`` judges) on many seeds, and print each store's verdicts per clause:
-how many seeds failed, and each failure's first line, so a changed clause's new
+how many seeds failed (and how the others ended: passed, or not claimed, so a clause
+the store never ran is not read as passed), and each failure's first line, so a changed clause's new
 verdicts (a false alarm, or a real defect needing its repro) show before the table is
 regenerated.
 
@@ -22,6 +23,7 @@ import argparse
 import importlib
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 clauses = [c for c in args.clause if not contender.clauses or c in contender.clauses]
                 failed: dict[str, list[str]] = {c: [] for c in clauses}
+                outcomes: dict[str, Counter[str]] = {c: Counter() for c in clauses}
                 began = time.perf_counter()
                 for seed in range(args.seed_base, args.seed_base + args.seeds):
                     binding = contender.binding()
@@ -59,14 +62,17 @@ def main(argv: list[str] | None = None) -> int:
                                    skip=dict(contender.skip), fixtures=fixture,
                                    reopen=binding if getattr(contender, "reopen", False) else None)
                     for r in report.results:
+                        outcomes[r.clause][r.outcome] += 1
                         if r.outcome in ("failed", "error"):
                             failed[r.clause].append(f"seed {seed}: {r.outcome}: "
                                                     + (r.diagnosis or r.details or "").partition("\n")[0][:300])
                 for clause, failures in failed.items():
                     mark = "" if not failures or (contender.name, clause) in listed else "  NEW"
                     new |= bool(mark)
+                    others = ", ".join(f"{n} {o}" for o, n in sorted(outcomes[clause].items())
+                                       if o not in ("failed", "error"))
                     print(f"{sdk}: {contender.name:44} {clause:46} {len(failures)}/{args.seeds} failed{mark}"
-                          f"  ({time.perf_counter() - began:.0f} s)", flush=True)
+                          f"  ({others or 'no other outcome'}; {time.perf_counter() - began:.0f} s)", flush=True)
                     for line in failures[:3]:
                         print(f"    {line}", flush=True)
     return 1 if new else 0
