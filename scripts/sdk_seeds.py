@@ -14,7 +14,9 @@ and on SQLite, the memory ADK service, the SQLite chat history sync and async), 
 process: their failures are false alarms (the in-process form of scripts/false_alarms.py).
 
 Each failure's clause is compared with the contender's listed defects: a failure with no
-defect listed for its clause is marked NEW. Exit 1 when one is.
+defect listed for its clause is marked NEW. A factory that raised (an SDK package not
+installed here) is marked NOT RUN, not counted as any clause's failure. Exit 1 when
+either is.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 clauses = [c for c in args.clause if not contender.clauses or c in contender.clauses]
                 failed: dict[str, list[str]] = {c: [] for c in clauses}
                 outcomes: dict[str, Counter[str]] = {c: Counter() for c in clauses}
+                factory: list[str] = []  # seeds where the factory raised: no clause ran
                 began = time.perf_counter()
                 for seed in range(args.seed_base, args.seed_base + args.seeds):
                     binding = contender.binding()
@@ -62,15 +65,26 @@ def main(argv: list[str] | None = None) -> int:
                                    skip=dict(contender.skip), fixtures=fixture,
                                    reopen=binding if getattr(contender, "reopen", False) else None)
                     for r in report.results:
+                        if r.setup and r.outcome == "error":
+                            factory.append(f"seed {seed}: " + (r.diagnosis or r.details).partition("\n")[0][:300])
+                            continue
                         outcomes[r.clause][r.outcome] += 1
                         if r.outcome in ("failed", "error"):
                             failed[r.clause].append(f"seed {seed}: {r.outcome}: "
                                                     + (r.diagnosis or r.details or "").partition("\n")[0][:300])
+                if factory:
+                    new = True
+                    print(f"{sdk}: {contender.name:44} the factory raised on {len(factory)}/{args.seeds} seeds  "
+                          f"NOT RUN (the clauses ran on the other seeds only)", flush=True)
+                    for line in factory[:3]:
+                        print(f"    {line}", flush=True)
                 for clause, failures in failed.items():
+                    outcomes[clause]["not run"] = args.seeds - len(failures) - sum(
+                        n for o, n in outcomes[clause].items() if o not in ("failed", "error"))
                     mark = "" if not failures or (contender.name, clause) in listed else "  NEW"
                     new |= bool(mark)
                     others = ", ".join(f"{n} {o}" for o, n in sorted(outcomes[clause].items())
-                                       if o not in ("failed", "error"))
+                                       if n and o not in ("failed", "error"))
                     print(f"{sdk}: {contender.name:44} {clause:46} {len(failures)}/{args.seeds} failed{mark}"
                           f"  ({others or 'no other outcome'}; {time.perf_counter() - began:.0f} s)", flush=True)
                     for line in failures[:3]:
