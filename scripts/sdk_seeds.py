@@ -1,6 +1,7 @@
 """Run chosen clauses against the SDK stores of ``tests/ecosystem`` (those
 ``docs/ecosystem.md`` judges) on many seeds, and print each store's verdicts per clause:
-how many seeds failed, and each failure's first line, so a changed clause's new
+how many seeds failed (and how the others ended: passed, or not claimed, so a clause
+the store never ran is not read as passed), and each failure's first line, so a changed clause's new
 verdicts (a false alarm, or a real defect needing its repro) show before the table is
 regenerated.
 
@@ -13,7 +14,9 @@ and on SQLite, the memory ADK service, the SQLite chat history sync and async), 
 process: their failures are false alarms (the in-process form of scripts/false_alarms.py).
 
 Each failure's clause is compared with the contender's listed defects: a failure with no
-defect listed for its clause is marked NEW. Exit 1 when one is.
+defect listed for its clause is marked NEW. A factory that raised (an SDK package not
+installed here) is marked NOT RUN, not counted as any clause's failure. Exit 1 when
+either is.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import importlib
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 clauses = [c for c in args.clause if not contender.clauses or c in contender.clauses]
                 failed: dict[str, list[str]] = {c: [] for c in clauses}
+                outcomes: dict[str, Counter[str]] = {c: Counter() for c in clauses}
+                factory: list[str] = []  # seeds where the factory raised: no clause ran
                 began = time.perf_counter()
                 for seed in range(args.seed_base, args.seed_base + args.seeds):
                     binding = contender.binding()
@@ -59,14 +65,28 @@ def main(argv: list[str] | None = None) -> int:
                                    skip=dict(contender.skip), fixtures=fixture,
                                    reopen=binding if getattr(contender, "reopen", False) else None)
                     for r in report.results:
+                        if r.setup and r.outcome == "error":
+                            factory.append(f"seed {seed}: " + (r.diagnosis or r.details).partition("\n")[0][:300])
+                            continue
+                        outcomes[r.clause][r.outcome] += 1
                         if r.outcome in ("failed", "error"):
                             failed[r.clause].append(f"seed {seed}: {r.outcome}: "
                                                     + (r.diagnosis or r.details or "").partition("\n")[0][:300])
+                if factory:
+                    new = True
+                    print(f"{sdk}: {contender.name:44} the factory raised on {len(factory)}/{args.seeds} seeds  "
+                          f"NOT RUN (the clauses ran on the other seeds only)", flush=True)
+                    for line in factory[:3]:
+                        print(f"    {line}", flush=True)
                 for clause, failures in failed.items():
+                    outcomes[clause]["not run"] = args.seeds - len(failures) - sum(
+                        n for o, n in outcomes[clause].items() if o not in ("failed", "error"))
                     mark = "" if not failures or (contender.name, clause) in listed else "  NEW"
                     new |= bool(mark)
+                    others = ", ".join(f"{n} {o}" for o, n in sorted(outcomes[clause].items())
+                                       if n and o not in ("failed", "error"))
                     print(f"{sdk}: {contender.name:44} {clause:46} {len(failures)}/{args.seeds} failed{mark}"
-                          f"  ({time.perf_counter() - began:.0f} s)", flush=True)
+                          f"  ({others or 'no other outcome'}; {time.perf_counter() - began:.0f} s)", flush=True)
                     for line in failures[:3]:
                         print(f"    {line}", flush=True)
     return 1 if new else 0
