@@ -22,8 +22,9 @@ them: an item session (``tests.item_histories``, SQLite), the OpenAI Agents SDK'
 ``SQLiteSession`` and ``RedisSession`` (on a throwaway Redis), a LangChain chat history
 (``tests.chat_histories``, SQLite), a LangGraph checkpointer (``tests.checkpointers``'s
 ``FileSaver``), a LlamaIndex chat store and an Agent Framework history provider (both
-SQLite, from ``tests``). ADK session services have no process or crash clause. Printed: the clause's own seconds (the report's) and its
-outcome; for the two stores with an importable factory, the process clause again right
+SQLite, from ``tests``). ADK session services have no process or crash clause. Printed:
+the clause's own seconds (the report's) and its outcome; for the two stores with an
+importable factory, the process clause again right
 after with children spawned (``STORETEST_CHILDREN=spawn``) and the ratio forked/spawned.
 
 Needs the ``bench`` extra (``langgraph-checkpoint-conformance``, ``openai-agents``).

@@ -52,6 +52,14 @@ class _SyncPostgres:
         self._runner.close()
 
 
+def _behind_a_proxy(url: str) -> tuple[CuttingProxy, str]:
+    """A proxy in front of the server at ``url``, and the URL that goes through it."""
+    parts = urlsplit(url)
+    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    return proxy, urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
+
+
 def _postgres_url(request: pytest.FixtureRequest) -> str:
     url: str = request.getfixturevalue("storetest_postgres_url")
 
@@ -92,10 +100,7 @@ def test_sigkill_of_saving_adding_and_taking_processes(
 def test_postgres_connections_killed_at_random_points(request: pytest.FixtureRequest) -> None:
     """pg_terminate_backend and cuts after COMMIT, at random moments of every operation."""
     url = _postgres_url(request)
-    parts = urlsplit(url)
-    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-    proxied = urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
+    proxy, proxied = _behind_a_proxy(url)
     application = f"storetest_faults_{secrets.token_hex(4)}"
     rng = random.Random(SEED)
     kills: Counter[str] = Counter()
@@ -233,10 +238,7 @@ def test_postgres_connections_stalled_past_the_bound(request: pytest.FixtureRequ
     1 s, nothing is lost, duplicated or torn, and the same handles work once the
     network does."""
     url = _postgres_url(request)
-    parts = urlsplit(url)
-    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-    proxied = urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
+    proxy, proxied = _behind_a_proxy(url)
 
     async def main() -> tuple[dict[str, Any], dict[str, Any]]:
         pools = [await asyncpg.create_pool(proxied, min_size=1, max_size=4) for _ in range(2)]
@@ -286,10 +288,7 @@ def test_postgres_log_held_connections_killed_and_stalled(request: pytest.Fixtur
     on a new connection; and ``aclose`` gives every held connection back, so the pools
     close without waiting."""
     url = _postgres_url(request)
-    parts = urlsplit(url)
-    proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-    proxied = urlunsplit((parts.scheme, f"{userinfo}127.0.0.1:{proxy.port}", parts.path, "", ""))
+    proxy, proxied = _behind_a_proxy(url)
     application = f"storetest_held_{secrets.token_hex(4)}"
     rng = random.Random(SEED)
     kills: Counter[str] = Counter()
