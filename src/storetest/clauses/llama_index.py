@@ -242,8 +242,9 @@ def set_messages_is_atomic_to_readers(t: Target) -> None:
             if check.call(key, "set_messages()", t.store.call("set_messages", key, lists[0])) is RAISED:
                 return
             seen: list[object] = []
-            calls = [_setter(handles[0], key, lists[1]), _setter(handles[-1], key, lists[2]),
-                     _reader(handles[0], key, seen), _reader(handles[-1], key, seen)]
+            setting = [2]  # setters not yet returned: the readers read until both have
+            calls = [_setter(handles[0], key, lists[1], setting), _setter(handles[-1], key, lists[2], setting),
+                     _reader(handles[0], key, seen, setting), _reader(handles[-1], key, seen, setting)]
             t.rng.shuffle(calls)
             try:
                 t.race(calls)
@@ -259,15 +260,25 @@ def set_messages_is_atomic_to_readers(t: Target) -> None:
                     return
 
 
-def _setter(handle: Handle, key: str, which: list[Item]) -> Any:
-    return lambda: handle.call("set_messages", key, which)
-
-
-def _reader(handle: Handle, key: str, seen: list[object]) -> Any:
+def _setter(handle: Handle, key: str, which: list[Item], setting: list[int]) -> Any:
     async def run() -> None:
-        for _ in range(4):
+        try:
+            await handle.call("set_messages", key, which)
+        finally:
+            setting[0] -= 1
+    return run
+
+
+def _reader(handle: Handle, key: str, seen: list[object], setting: list[int]) -> Any:
+    """Reads at least 4 times, and on while a setter is under way (up to 200): a set in
+    steps is read between its steps however the threads are scheduled (4 reads alone
+    missed it on 1 seed in 20 of a loaded test run)."""
+    async def run() -> None:
+        for n in range(200):
             seen.append(await handle.call("get_items", key))
             await asyncio.sleep(0)  # let the setters on between reads
+            if n >= 3 and setting[0] <= 0:
+                break
     return run
 
 
