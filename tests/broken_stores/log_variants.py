@@ -205,6 +205,22 @@ class OrphansLogStore(MemoryLogStore):
         self.backend.write(session, batch)
 
 
+class OneEntryUncheckedLogStore(MemoryLogStore):
+    """A batch of one entry goes down a fast path of its own that skips the checks: an
+    entry whose parent is in no session, or whose id the session has, is written.
+
+    In the wild: a single-row ``INSERT`` written for the common append beside the batch
+    statement, its parent check left out (caught in review of ``PostgresLogStore``'s own
+    one-entry statement, which the batch-only bad inputs never reached).
+    """
+
+    async def append(self, session: str, entries: Sequence[Entry]) -> None:
+        if len(entries) == 1:
+            self.backend.write(check_session_id(session), check_entries(entries))
+            return
+        await super().append(session, entries)
+
+
 class HalfWrittenBatchLogStore(MemoryLogStore):
     """A batch is checked and written entry by entry: a bad entry is refused after the
     ones before it have landed.
@@ -588,6 +604,8 @@ BROKEN: list[BrokenStore] = [
             "replaced the earlier entry"),
     _broken("log-orphans", OrphansLogStore, "entries whose parent is in no session are accepted",
             "a parent_id column with no check or foreign key", _REFUSED, "orphan was accepted"),
+    _broken("log-one-entry-unchecked", OneEntryUncheckedLogStore, "a one-entry append skips the id and parent checks",
+            "a single-row INSERT fast path beside the batch statement", _REFUSED, "was accepted"),
     _broken("log-half-written-batch", HalfWrittenBatchLogStore,
             "a bad entry is refused after the batch's earlier entries landed",
             "INSERTs in autocommit; insert_many(ordered=True); one JSONL line per write", _REFUSED,

@@ -131,7 +131,8 @@ def log_append_order_is_kept(t: Target) -> None:
 def log_bad_batches_are_refused_whole(t: Target) -> None:
     """A batch with an id already in the session or twice in the batch, or with a
     parent neither in the session nor earlier in the batch, is refused with
-    ``ValueError``, and nothing of it is written, even the good entries before the bad one.
+    ``ValueError``, and nothing of it is written, even the good entries before the bad one;
+    a batch of one bad entry too.
 
     Catches a log with no ``UNIQUE (session, id)`` (the id stored twice), ``INSERT OR
     REPLACE`` / upserts (the earlier entry replaced), a ``parent_id`` never checked
@@ -147,6 +148,10 @@ def log_bad_batches_are_refused_whole(t: Target) -> None:
         ("a parent in no session", [_msg("new-2", "e3"), _msg("new-3", "ghost")]),
         ("a parent that comes later in the batch", [_msg("new-4", "new-5"), _msg("new-5", "e3")]),
         ("a parent that is in another session only", [_msg("new-6", "e3"), _msg("new-7", "far-away")]),
+        # One entry alone: the common append, which a store may send down a path of its own.
+        ("one entry, its id already in the session", [_msg("e2", "e3", text="reused id")]),
+        ("one entry, its parent in no session", [_msg("new-8", "ghost")]),
+        ("one entry, its parent in another session only", [_msg("new-9", "far-away")]),
     ]
     with checking(log_bad_batches_are_refused_whole, t.run) as check:
         for label, work in (("append", t.store.call("append", session, base)),
