@@ -279,6 +279,7 @@ def _check(variant: type[MemoryLogStore]) -> Check:
         v.ReusedIdsLogStore: duplicate_ids_refused,
         v.UpsertByIdLogStore: duplicate_ids_refused,
         v.OrphansLogStore: orphans_refused,
+        v.OneEntryUncheckedLogStore: orphans_refused,
         v.HalfWrittenBatchLogStore: bad_batch_writes_nothing,
         v.EntryByEntryLogStore: batches_atomic_to_readers,
         v.GlobalIdsLogStore: fork_copies_the_path,
