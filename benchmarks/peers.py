@@ -118,8 +118,9 @@ class Ours(_Transcripts):
 
     def _handle(self, which: str) -> SQLiteStore:
         if which not in self.handles:
-            # Every read reads the rows (none is served from memory); the reader is a
-            # handle like the others and learns what it read.
+            # Every read reads and decodes the rows (none is served from memory); the
+            # reader is a handle like the others: it remembers what its first read found,
+            # and a read of the version it remembers keeps that (Remembered.wants_read).
             self.handles[which] = SQLiteStore(self.path, synchronous=self.synchronous)  # type: ignore[arg-type]
         return self.handles[which]
 

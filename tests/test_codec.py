@@ -263,6 +263,22 @@ def test_a_trusted_attachment_is_decoded_on_first_access_and_kept() -> None:
 
 
 @pytest.mark.parametrize(
+    "data",
+    ['"AA\\tA="', '"AA\tA="', '"AA\\u0000A="', '"A A=="', '"AA=x"', '"AAA"'],
+    ids=["escaped-tab", "raw-tab", "escaped-nul", "space", "data-after-padding", "no-padding"],
+)
+def test_damaged_base64_raises_at_first_access_never_decodes_to_other_bytes(data: str) -> None:
+    """Attachment data is sliced from the stored text, not scanned, and decoded when
+    first read: text outside base64's alphabet (or past its padding) raises there, as
+    the general path's ``validate=True`` does, instead of being skipped."""
+    part = decode_trusted(_TWO.replace('"AA=="', data)).content[1]
+    with pytest.raises(ValueError):
+        part.data  # noqa: B018
+    with pytest.raises(CodecError):
+        decode_message(_TWO.replace('"AA=="', data))
+
+
+@pytest.mark.parametrize(
     "look",
     [
         pytest.param(lambda a: a == _IMAGE, id="eq"),

@@ -148,6 +148,80 @@ def test_a_rewritten_prefix_falls_back_to_every_digest(counted: Counted) -> None
     assert counted.encoded == 41 and counted.hashed == 41
 
 
+def read_known(version: int, messages: list[Message]) -> Known:
+    """What a read remembers: the messages and the last chain digest alone."""
+    last = stored_rows(messages)[-1][1]
+    return Known(version, tuple(messages), last, len(messages) - 1)
+
+
+def test_a_read_knowing_the_last_digest_appends_from_it(counted: Counted) -> None:
+    """The handle that read (no one wrote since) asks for nothing; one that another
+    handle wrote past asks for the row before the prefix, as a full memory does."""
+    old = conversation(100)
+    memory = read_known(7, old)
+    whole = b"".join(d for _, d in stored_rows([*old, turn(100)]))
+    counted.reset()
+    plan = planned([*old, turn(100)], memory, 7)
+    assert plan.fetch_from is None
+    assert (plan.keep, plan.delete, [p for p, _, _ in plan.rows]) == (100, False, [100])
+    assert (counted.encoded, counted.hashed) == (1, 1)
+    assert plan.rows[0][1] == whole[-DIGEST_SIZE:]
+    # What it remembers after: the digests from the last one it read on.
+    after = plan.known(8)
+    assert (after.first, after.digests) == (99, whole[99 * DIGEST_SIZE:])
+    assert after.digest_at(98) is None and after.digest_at(100) == whole[-DIGEST_SIZE:]
+
+    theirs = conversation(102)
+    plan = planned(conversation(103), read_known(7, old), 9)
+    assert plan.fetch_from == 99
+    plan.resolve(stored_rows(theirs)[99:])
+    assert (plan.keep, plan.delete, [p for p, _, _ in plan.rows]) == (102, False, [102])
+    assert plan.rows[0][1] == stored_rows(conversation(103))[102][1]
+
+
+def test_a_read_edited_inside_fetches_the_digest_it_chains_from(counted: Counted) -> None:
+    """The handle that read saves the transcript edited at 40 (no one wrote since):
+    the stored rows are what it read, so it fetches the digest at 39, trusts it, and
+    writes from 40 on; an edit of the first message fetches from 0 and keeps nothing."""
+    old = conversation(100)
+    new = [*old[:40], turn(40, "edited"), *old[41:]]
+    memory, stored = read_known(3, old), stored_rows(old)[39:]
+    counted.reset()
+    plan = planned(new, memory, 3)
+    assert plan.fetch_from == 39
+    plan.resolve(stored)
+    assert (plan.keep, plan.delete) == (40, True)
+    assert [p for p, _, _ in plan.rows] == list(range(40, 100))
+    assert counted.encoded == 60 and counted.hashed == 60
+    assert [d for p, d, _ in plan.rows] == [d for _, d in stored_rows(new)[40:]]
+    assert plan.known(4).digests == b"".join(d for _, d in stored_rows(new)[39:])
+
+    first_edited = [turn(0, "edited"), *old[1:]]
+    plan = planned(first_edited, read_known(3, old), 3)
+    assert plan.fetch_from == 0
+    plan.resolve(stored_rows(old))
+    assert (plan.keep, plan.delete) == (0, True)
+    assert [d for _, d, _ in plan.rows] == [d for _, d in stored_rows(first_edited)]
+
+
+def test_a_read_another_handle_rewrote_falls_back_to_every_row(counted: Counted) -> None:
+    """Another handle rewrote the prefix of what was read: the digest the read knows
+    does not match and the digests before it are unknown, so the whole transcript is
+    encoded and compared with every stored row (the rows still equal are kept)."""
+    old = conversation(30)
+    theirs = [*old[:10], turn(10, "theirs")]
+    memory, stored = read_known(1, old), stored_rows(theirs)
+    counted.reset()
+    plan = planned([*old, turn(30)], memory, 2)
+    assert plan.fetch_from == 29
+    plan.resolve(stored[29:])
+    assert plan.fetch_from == 0
+    plan.resolve(stored)
+    assert (plan.keep, plan.delete) == (10, True)
+    assert counted.encoded == 31
+    assert [(p, d) for p, d, _ in plan.rows] == stored_rows([*old, turn(30)])[10:]
+
+
 def test_a_gap_in_positions_ends_the_prefix() -> None:
     rows = stored_rows(conversation(6))
     del rows[3]
@@ -188,6 +262,17 @@ def test_memory_never_steps_back_to_an_older_version() -> None:
     memory.learn(b"s", known(5, conversation(3, "same version")))
     entry = memory.get(b"s")
     assert entry is not None and entry.messages == tuple(conversation(3, "same version"))
+
+
+def test_a_read_of_a_remembered_version_teaches_nothing() -> None:
+    """``wants_read``: only a version newer than the remembered one (or none) is
+    learned from a read; the entry kept is the one the handle had."""
+    memory = Remembered(4)
+    assert memory.wants_read(b"s", 1)
+    memory.learn(b"s", known(5, conversation(3)))
+    assert not memory.wants_read(b"s", 5) and not memory.wants_read(b"s", 4)
+    assert memory.wants_read(b"s", 6)
+    assert not Remembered(0).wants_read(b"s", 1)
 
 
 def test_memory_is_bounded_least_recently_used_first() -> None:

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from reference_stores import sqlite as sqlite_module
+from reference_stores._incremental import DIGEST_SIZE, chain_digests
 from reference_stores.sqlite import SCHEMA, SQLiteStore
+from storetest.codec import encode_message
 from storetest.contract import Attachment, Message, StoreError, Text, ToolCall, ToolResult
 
 TABLES = ("storetest_sessions", "storetest_messages", "storetest_steers")
@@ -467,6 +469,40 @@ def test_save_after_read_writes_only_the_tail(
     assert changes_during(conn, lambda: store.save("s", transcript)) == 2
     assert not [s for s in statements if "digest FROM" in s]
     assert store.messages("s") == transcript
+
+
+def test_a_read_fetches_the_last_digest_alone_and_only_when_it_learns_something(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], db_path: Path
+) -> None:
+    """A read remembers the messages and the last chain digest (one row), not every
+    digest; a re-read of the version it remembers keeps the first read's objects and
+    asks for no digest; a read after another handle wrote learns again."""
+    store, conn, statements = traced
+    with SQLiteStore(db_path) as other:
+        other.save("s", [turn(i) for i in range(30)])
+        statements.clear()
+        first = store.messages("s")
+        digest_reads = [s for s in statements if "digest FROM" in s]
+        assert len(digest_reads) == 1 and digest_reads[0].endswith("LIMIT 1"), digest_reads
+        assert "digest" not in next(s for s in statements if "SELECT role, body" in s)
+        statements.clear()
+        again = store.messages("s")
+        assert again == first and again[0] is not first[0]
+        assert not [s for s in statements if "digest FROM" in s]
+        known = store._remembered.get(b"s")
+        assert known is not None and known.messages[0] is first[0] and known.first == 29
+        other.save("s", [turn(i) for i in range(31)])
+        statements.clear()
+        newer = store.messages("s")
+        assert len([s for s in statements if "digest FROM" in s]) == 1
+        known = store._remembered.get(b"s")
+        assert known is not None and known.messages[0] is newer[0] and known.first == 30
+    # A save appending to what was read chains from the digest the read fetched.
+    newer.append(turn(31))
+    store.save("s", newer)
+    stored = [bytes(d) for (d,) in conn.execute("SELECT digest FROM storetest_messages ORDER BY position")]
+    whole = chain_digests(b"", [encode_message(m) for m in newer])
+    assert stored == [whole[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE] for i in range(len(newer))]
 
 
 def test_save_after_another_handle_wrote_compares_digests(

@@ -20,10 +20,12 @@ What is stored, per session (the backends' ``SCHEMA`` spell it in their own type
 
 What a handle remembers (:class:`Remembered`, at most ``cache_sessions`` sessions, least
 recently used forgotten first): per session, the version it last wrote or read, the
-message objects it held then and their chain digests. The version rule: a remembered
-entry is trusted only when its version equals the stored one, read under the lock; it
-is never replaced by an entry with an older version (a slow read finishing after a
-save).
+message objects it held then and their chain digests (all of them after a save; after a
+read, the last one alone, which is what a save appending to it chains from). The
+version rule: a remembered entry is trusted only when its version equals the stored
+one, read under the lock; it is never replaced by an entry with an older version (a
+slow read finishing after a save), and a read of the version it holds leaves it as it
+is.
 
 How a save finds what to write (:class:`SavePlan`), with ``p`` the number of leading
 messages the new transcript shares with the remembered one (a comparison in C that
@@ -32,7 +34,8 @@ common save, the remembered messages plus new ones at the end, one copy and one
 comparison, with no slice of the prefix):
 
 1. the stored version is the remembered one: the stored rows are the remembered
-   messages, so nothing is read;
+   messages, so nothing is read (after a read that left the digest a save needs
+   unknown, the stored digests from that position on);
 2. it is not (another handle wrote): read the stored digests from position ``p - 1`` on;
    if the one at ``p - 1`` is the remembered one, the first ``p`` rows are unchanged,
    and the rows after it are what the other handle wrote since, compared digest by
@@ -130,8 +133,14 @@ def common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Known:
-    """What a handle knows a session held at ``version``: its messages and their chain
-    digests, concatenated (``DIGEST_SIZE`` bytes per message).
+    """What a handle knows a session held at ``version``: its messages and the chain
+    digests of those from position ``first`` on, concatenated (``DIGEST_SIZE`` bytes per
+    message).
+
+    A save knows every digest (``first`` is 0). A read may fetch only the last one
+    (``first`` is ``len(messages) - 1``): the next save appending to what was read
+    chains from it, and a handle that wrote since is recognised by it; fetching all of
+    them cost a read about as much as building a tenth of its messages.
 
     ``messages`` is a list or a tuple that is never changed: a list this module copied
     (never handed out), or a tuple. A save of a list remembers a list, so that the next
@@ -141,9 +150,13 @@ class Known:
     version: int
     messages: Sequence[Message]
     digests: bytes
+    first: int = 0
 
-    def digest_at(self, position: int) -> bytes:
-        return self.digests[position * DIGEST_SIZE : (position + 1) * DIGEST_SIZE]
+    def digest_at(self, position: int) -> bytes | None:
+        """The chain digest at ``position``, or ``None`` if this handle does not know it."""
+        if position < self.first:
+            return None
+        return self.digests[(position - self.first) * DIGEST_SIZE : (position - self.first + 1) * DIGEST_SIZE]
 
 
 class SavePlan:
@@ -166,7 +179,8 @@ class SavePlan:
     transaction retried after a deadlock calls :meth:`start` again.
     """
 
-    __slots__ = ("_encoded", "_known", "_prefix", "changed", "delete", "digests", "fetch_from", "keep", "new", "rows")
+    __slots__ = ("_encoded", "_known", "_prefix", "_same_version", "changed", "delete", "digests", "fetch_from",
+                 "first", "keep", "new", "rows")
 
     def __init__(self, new: Sequence[Message], known: Known | None, prefix: int) -> None:
         self.new = new
@@ -184,8 +198,12 @@ class SavePlan:
         self.rows: list[tuple[int, bytes, str]] = []
         #: Whether the save changes the stored transcript (and so its version).
         self.changed = False
-        #: The chain digests of all of ``new``, concatenated.
+        #: The chain digests of ``new`` from position :attr:`first` on, concatenated.
         self.digests = b""
+        self.first = 0
+        #: Whether the stored version is the remembered one (the stored rows are the
+        #: remembered messages), decided by :meth:`start`.
+        self._same_version = False
         #: ``(keep, bodies, digests)`` of the tail last encoded: a plan started again
         #: (a retried transaction, a version that moved) that keeps as many rows
         #: encodes nothing twice.
@@ -196,6 +214,7 @@ class SavePlan:
         nothing was ever saved). Afterwards the plan is complete, or :attr:`fetch_from`
         says which stored digests it needs."""
         known = self._known
+        self._same_version = False
         if not stored_version:
             # No session row, or one that add_steer made: nothing has been saved.
             self._finish(0, ())
@@ -203,8 +222,15 @@ class SavePlan:
             self.fetch_from = 0
         elif stored_version == known.version:
             p = self._prefix
+            if known.first > max(p - 1, 0):
+                # The stored rows are the remembered messages, but this handle read them
+                # without the digests this save needs: fetch them from the one new rows
+                # chain from.
+                self._same_version = True
+                self.fetch_from = max(p - 1, 0)
+                return
             stored_after = [
-                (position, known.digest_at(position)) for position in range(p, len(known.messages))
+                (position, cast(bytes, known.digest_at(position))) for position in range(p, len(known.messages))
             ]
             self._finish(p, stored_after)
         else:
@@ -220,13 +246,21 @@ class SavePlan:
         known = self._known
         if start > 0:
             assert known is not None
-            if rows and rows[0][0] == start and bytes(rows[0][1]) == known.digest_at(start):
-                # Chain digests: this one row proves rows 0..start unchanged.
-                self._finish(start + 1, rows[1:])
+            if rows and rows[0][0] == start and (
+                self._same_version or bytes(rows[0][1]) == known.digest_at(start)
+            ):
+                # Chain digests: this one row proves rows 0..start unchanged (or the
+                # version did, and the row is the digest to chain from).
+                self._finish(start + 1, rows[1:], bytes(rows[0][1]))
             else:
                 self.fetch_from = 0  # the prefix itself changed: compare every row
             return
         keep = 0
+        if self._same_version:
+            # The stored rows are the remembered messages: the first ``prefix`` stay.
+            keep = min(self._prefix, len(rows))
+            self._finish(keep, rows[keep:], bytes(rows[keep - 1][1]) if keep else None)
+            return
         if known is not None:
             # Bounded by the prefix the new transcript shares with the remembered one,
             # whose digests are known without hashing anything.
@@ -237,12 +271,20 @@ class SavePlan:
                 keep += 1
         self._finish(keep, rows[keep:])
 
-    def _finish(self, keep: int, stored_after: Sequence[tuple[int, bytes]]) -> None:
+    def _finish(self, keep: int, stored_after: Sequence[tuple[int, bytes]], anchor: bytes | None = None) -> None:
         """Rows ``[0, keep)`` are known to equal ``new[:keep]``; ``stored_after`` are the
-        stored rows from ``keep`` on. Encode and hash only ``new[keep:]``."""
+        stored rows from ``keep`` on; ``anchor``, the stored digest at ``keep - 1`` when
+        it was fetched. Encode and hash only ``new[keep:]``."""
         self.fetch_from = None
         known = self._known
-        prefix_digests = known.digests[: keep * DIGEST_SIZE] if known is not None else b""
+        if keep == 0:
+            self.first, prefix_digests = 0, b""
+        elif known is not None and known.first <= keep - 1:
+            self.first = known.first
+            prefix_digests = known.digests[: (keep - known.first) * DIGEST_SIZE]
+        else:
+            assert anchor is not None  # keep > 0 without the digest before it comes only from a fetch
+            self.first, prefix_digests = keep - 1, anchor
         if self._encoded is not None and self._encoded[0] == keep:
             bodies, tail_digests = self._encoded[1], self._encoded[2]
         else:
@@ -271,11 +313,20 @@ class SavePlan:
         self.changed = self.delete or bool(self.rows)
         self.digests = prefix_digests + tail_digests
 
+    def digest_at(self, position: int) -> bytes:
+        """The chain digest of ``new`` at ``position`` (``b""`` for ``-1``), once complete;
+        ``position`` is at least ``keep - 1``."""
+        if position < 0:
+            return b""
+        if position < self.first:
+            raise ValueError(f"the digest at {position} is not known (known from {self.first})")
+        return self.digests[(position - self.first) * DIGEST_SIZE : (position - self.first + 1) * DIGEST_SIZE]
+
     def known(self, version: int) -> Known:
         """What the store holds once this plan is committed at ``version``."""
         if self.fetch_from is not None:
             raise RuntimeError("this save plan is not complete")
-        return Known(version, self.new, self.digests)
+        return Known(version, self.new, self.digests, self.first)
 
 
 class Remembered:
@@ -290,6 +341,20 @@ class Remembered:
         self.cache_sessions = check_cache_sessions(cache_sessions)
         self._entries: OrderedDict[Hashable, Known] = OrderedDict()
         self._lock = threading.Lock()
+
+    def wants_read(self, key: Hashable, version: int) -> bool:
+        """Whether a read of ``key``'s session at ``version`` would teach this handle
+        anything: nothing of that version or newer is remembered. A read of what is
+        remembered already keeps the entry it has (the objects the application was
+        handed or saved, digests from a save), so re-reading an unchanged session makes
+        no copy, joins nothing and frees nothing of the handle's."""
+        if not self.cache_sessions:
+            return False
+        with self._lock:
+            current = self._entries.get(key)
+            if current is not None:
+                self._entries.move_to_end(key)
+            return current is None or current.version < version
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -366,13 +431,14 @@ class Remembered:
                 self._entries.popitem(last=False)
 
     def learn_read(
-        self, key: Hashable, version: int, messages: Sequence[Message], digests: Iterable[bytes]
+        self, key: Hashable, version: int, messages: Sequence[Message], digests: Iterable[bytes], first: int = 0
     ) -> None:
         """Remember what a read found: ``messages`` (a list or tuple the caller will
-        never change or hand out) and their stored ``digests`` at ``version``, all from
-        one snapshot."""
+        never change or hand out) and their stored ``digests`` from position ``first``
+        on (the last one alone will do: see :class:`Known`) at ``version``, all from one
+        snapshot (a caller that asked :meth:`wants_read` first may skip it)."""
         if self.cache_sessions:
-            self.learn(key, Known(version, messages, b"".join(digests)))
+            self.learn(key, Known(version, messages, b"".join(digests), first))
 
     def forget(self, key: Hashable) -> None:
         """Drop what is remembered (after a failed save, which may have changed it)."""

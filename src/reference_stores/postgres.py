@@ -291,7 +291,8 @@ class PostgresStore:
             result = [decode_trusted(r["body"]) for r in stored]
         except CodecError as exc:
             raise StoreError(f"read of session {session!r} failed: {exc}") from exc
-        self._remembered.learn_read(key, rows[0]["version"], list(result), (r["digest"] for r in stored))
+        if self._remembered.wants_read(key, rows[0]["version"]):
+            self._remembered.learn_read(key, rows[0]["version"], list(result), (r["digest"] for r in stored))
         return result
 
     async def add_steer(self, session: str, text: str) -> None:

@@ -622,7 +622,7 @@ class RedisStore:
                     start = plan.fetch_from
                     plan.resolve(_rows(start, stored[start * DIGEST_SIZE :]))
                 keep = plan.keep
-                last_kept = plan.digests[(keep - 1) * DIGEST_SIZE : keep * DIGEST_SIZE] if keep else b""
+                last_kept = plan.digest_at(keep - 1)
                 args: list[Any] = [version, keep, int(plan.delete), int(plan.changed), last_kept]
                 if plan.rows:
                     new = plan.new
@@ -687,7 +687,7 @@ class RedisStore:
         if len(blob) != len(result) * DIGEST_SIZE:
             _damaged_key("read of", session, keys[1], f"holds {len(blob)} bytes of digests for {len(result)} messages, "
                          f"not {len(result) * DIGEST_SIZE}")
-        if version:
+        if version and self._remembered.wants_read(keys[0], version):
             # The stored digests are already one concatenation: remembered as they are.
             self._remembered.learn_read(keys[0], version, list(result), (bytes(blob),))
         return result

@@ -46,7 +46,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
-from operator import itemgetter
 from types import TracebackType
 from typing import Final, Literal
 
@@ -100,8 +99,6 @@ SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS storetest_steers_by_session ON storetest_steers (session, id)",
 )
 
-
-_third: Final = itemgetter(2)
 
 _INSERT: Final = (
     "INSERT INTO storetest_messages (session_id, position, digest, role, body) VALUES (?, ?, ?, ?, ?)"
@@ -354,9 +351,17 @@ class SQLiteStore:
             with gc_paused():
                 try:
                     rows = conn.execute(
-                        "SELECT role, body, digest FROM storetest_messages WHERE session_id = ? ORDER BY position",
+                        "SELECT role, body FROM storetest_messages WHERE session_id = ? ORDER BY position",
                         (row[0],),
                     ).fetchall()
+                    # Only the last chain digest (a save appending to what was read chains
+                    # from it: see _incremental.Known), and only if the handle does not
+                    # remember this version already.
+                    remember = self._remembered.wants_read(key, row[1])
+                    last = conn.execute(
+                        "SELECT digest FROM storetest_messages WHERE session_id = ? ORDER BY position DESC LIMIT 1",
+                        (row[0],),
+                    ).fetchone() if remember else None
                 finally:
                     conn.text_factory = factory
                 conn.execute("COMMIT")
@@ -365,16 +370,17 @@ class SQLiteStore:
                     # constructors skip value checks they cannot fail.
                     result = [
                         decode_trusted(body) if role is None else trusted_text_message(role, body)
-                        for role, body, _ in rows
+                        for role, body in rows
                     ]
                 except CodecError as exc:
                     raise StoreError(f"read of session {session!r} failed: {exc}") from exc
-                # The digests joined in C (map, itemgetter): no Python step per row. The
-                # rows are dropped before the collector resumes, so its pass over what
-                # the read made does not walk them too.
-                digests = b"".join(map(_third, rows))
+                # The rows are dropped before the collector resumes, so its pass over
+                # what the read made does not walk them too.
                 del rows
-            self._remembered.learn_read(key, row[1], list(result), (digests,))
+            if remember and last is None:  # a session row with no messages (add_steer made it)
+                self._remembered.learn_read(key, row[1], [], ())
+            elif remember and last is not None:
+                self._remembered.learn_read(key, row[1], list(result), (last[0],), len(result) - 1)
             return result
 
     def add_steer(self, session: str, text: str) -> None:

@@ -184,8 +184,9 @@ class _AttachmentData:
             return self
         value = self._get(obj)
         if type(value) is str:
-            # Two threads decoding at once store equal bytes; either is the value.
-            value = _a2b_base64(value)
+            # Two threads decoding at once store equal bytes; either is the value. Strict:
+            # a character outside base64's alphabet raises rather than being skipped.
+            value = _a2b_base64(value, strict_mode=True)
             self._set(obj, value)
         return value
 
