@@ -185,6 +185,30 @@ def test_a_plain_store_may_run_an_event_loop_of_its_own_in_every_call() -> None:
     assert report.ok, str(report)
 
 
+@pytest.mark.parametrize("factory", [MemoryStore, SyncOverAsync], ids=["async", "plain"])
+def test_hypothesis_clauses_on_new_threads_collect_no_garbage_each(
+        factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hypothesis registers a Random for each new thread that runs a test, and registering
+    # runs gc.collect(): ~15 ms a clause, as every clause runs on a thread of its own
+    # (an async store's on its event loop's). The run shares one Random (registered once
+    # a process, perhaps by an earlier test here), so no clause collects.
+    import gc
+
+    collects: list[str] = []
+    real = gc.collect
+
+    def counted(*args: Any) -> int:
+        collects.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(gc, "collect", counted)
+    for seed in (1, 2):
+        report = storetest.check(factory, seed=seed, clauses=[
+            "transcript_round_trips_exactly", "tool_arguments_are_kept_verbatim", "store_matches_model"])
+        assert report.ok, str(report)
+    assert len(collects) <= 1, collects
+
+
 def test_a_call_on_the_clauses_thread_sees_no_event_loop_running() -> None:
     from storetest._engine import stops
 
