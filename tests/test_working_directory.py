@@ -46,3 +46,20 @@ def test_pytest_writes_no_hypothesis_directory(pytester: pytest.Pytester, monkey
     result.assert_outcomes(passed=1)
     assert not (pytester.path / ".hypothesis").exists()
     assert list((cache / "storetest" / "hypothesis").rglob("*"))
+
+
+def test_hypothesis_draws_no_literals_from_storetests_own_source(tmp_path: Path) -> None:
+    # Hypothesis draws literals from the source of "local" modules (outside site-packages)
+    # and caches each module's under constants/, its path on the first line. From this
+    # checkout storetest and reference_stores are local; installed, they are not. They
+    # are never read now: a check draws the same from both, and a default check from a
+    # checkout no longer filters ~1,700 of storetest's literals at every new draw shape.
+    cache = tmp_path / "cache"
+    done = subprocess.run([sys.executable, "-m", "storetest.cli", "check", "-q", "-k", "round_trips_exactly"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    read = [p.read_text(encoding="utf-8").partition("\n")[0]
+            for p in (cache / "storetest" / "hypothesis").rglob("constants/*")]
+    own = [line for line in read if f"{os.sep}storetest{os.sep}" in line or f"{os.sep}reference_stores{os.sep}" in line]
+    assert not own, own

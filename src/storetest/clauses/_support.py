@@ -27,6 +27,40 @@ __all__ = [
 ]
 
 
+def _own_files_are_not_local() -> None:
+    """Keep storetest's own source out of the literals Hypothesis mixes into what it draws.
+
+    Hypothesis reads the literals of every *local* module (one not under site-packages
+    or the standard library) and draws them now and then as values. Installed, storetest
+    and reference_stores are under site-packages; from a checkout or an editable install
+    their ~60 modules counted as local: ~1,700 of storetest's own literals (table
+    names, limits, messages) went into the store's inputs, reading them took ~35 ms, and
+    every new shape of draw filtered them all (~0.25 s of a default check). Their
+    files are not local now, wherever storetest is installed; the store's own modules
+    (the caller's code) are, as before. Hypothesis reads that module global and offers
+    no setting for it: a version without it is left alone."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:
+        return
+    is_local = getattr(providers, "is_local_module_file", None)
+    if is_local is None or getattr(is_local, "storetest_own_files", None) is not None:
+        return
+    import reference_stores
+    import storetest
+
+    own = tuple(os.path.dirname(package.__file__ or "") + os.sep for package in (storetest, reference_stores))
+
+    def not_ours(path: str) -> bool:
+        return not path.startswith(own) and bool(is_local(path))
+
+    not_ours.storetest_own_files = own  # type: ignore[attr-defined]
+    setattr(providers, "is_local_module_file", not_ours)  # noqa: B010 (not exported, to mypy)
+
+
+_own_files_are_not_local()
+
+
 def hypothesis_settings(t: Target, *, scale: float = 1.0, steps: int | None = None) -> Settings:
     """Settings for one property of this run: the profile's example count (times
     ``scale``, for expensive examples), no deadline (a database's latency is not the
