@@ -209,6 +209,20 @@ def test_hypothesis_clauses_on_new_threads_collect_no_garbage_each(
     assert len(collects) <= 1, collects
 
 
+def test_hypothesis_clauses_hash_no_source_for_an_example_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A run has no example database; keyless, Hypothesis hashed each clause's source
+    # (inspect, tokenize) for a database key that nothing reads.
+    import hypothesis.core
+
+    hashed: list[object] = []
+    real = hypothesis.core.function_digest
+    monkeypatch.setattr(hypothesis.core, "function_digest", lambda f: hashed.append(f) or real(f))
+    report = storetest.check(MemoryStore, seed=1, clauses=[
+        "transcript_round_trips_exactly", "tool_arguments_are_kept_verbatim", "save_replaces_the_transcript"])
+    assert report.ok, str(report)
+    assert hashed == []
+
+
 def test_a_call_on_the_clauses_thread_sees_no_event_loop_running() -> None:
     from storetest._engine import stops
 

@@ -63,3 +63,23 @@ def test_hypothesis_draws_no_literals_from_storetests_own_source(tmp_path: Path)
             for p in (cache / "storetest" / "hypothesis").rglob("constants/*")]
     own = [line for line in read if f"{os.sep}storetest{os.sep}" in line or f"{os.sep}reference_stores{os.sep}" in line]
     assert not own, own
+
+
+def test_only_storetests_own_files_change_what_hypothesis_takes_for_local() -> None:
+    # The standard library is settled without resolving its paths; everything else is
+    # Hypothesis's own answer.
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import is_local_module_file
+
+    import storetest.clauses  # noqa: F401 (puts the check in place)
+
+    checked = 0
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str):
+            continue
+        ours = name.split(".")[0] in ("storetest", "reference_stores")
+        assert providers.is_local_module_file(path) is (False if ours else is_local_module_file(path)), name
+        checked += 1
+    assert checked > 100
+    assert providers.is_local_module_file(str(ROOT / "benchmarks" / "vs_langgraph.py"))

@@ -51,8 +51,12 @@ def _own_files_are_not_local() -> None:
 
     own = tuple(os.path.dirname(package.__file__ or "") + os.sep for package in (storetest, reference_stores))
 
+    # Nor is the standard library local, which Hypothesis finds out by resolving each of
+    # its ~250 modules' paths (~10 ms a process): its directory, as the path names it.
+    stdlib = tuple({os.path.dirname(os.__file__) + os.sep, os.path.realpath(os.path.dirname(os.__file__)) + os.sep})
+
     def not_ours(path: str) -> bool:
-        return not path.startswith(own) and bool(is_local(path))
+        return not path.startswith(own) and not path.startswith(stdlib) and bool(is_local(path))
 
     not_ours.storetest_own_files = own  # type: ignore[attr-defined]
     setattr(providers, "is_local_module_file", not_ours)  # noqa: B010 (not exported, to mypy)
@@ -89,7 +93,12 @@ def examples(
             t.tick()
             fn(*args, **kwargs)
 
-        return seed(t.seed)(hypothesis_settings(t, scale=scale)(given(*strategies)(counted)))
+        test = seed(t.seed)(hypothesis_settings(t, scale=scale)(given(*strategies)(counted)))
+        # The key of an example database, which a run has none of (database=None): given
+        # none, Hypothesis hashes the test's source (inspect and tokenize, ~2 ms a clause)
+        # for a key nothing reads. It reads this attribute first (find() sets it so).
+        test._hypothesis_internal_database_key = None  # type: ignore[attr-defined]
+        return test
 
     return decorate
 
