@@ -22,8 +22,16 @@ from storetest._engine.harness import Target, code_roots
 from storetest.contract import Message
 
 __all__ = [
-    "ended_by_the_store", "examples", "hypothesis_cache", "hypothesis_home", "hypothesis_settings", "reporting_to",
-    "run_uncaught", "shrink_budget", "texts",
+    "ended_by_the_store",
+    "examples",
+    "hypothesis_cache",
+    "hypothesis_home",
+    "hypothesis_settings",
+    "reporting_to",
+    "run_uncaught",
+    "seeded_machine",
+    "shrink_budget",
+    "texts",
 ]
 
 
@@ -101,6 +109,16 @@ def examples(
         return test
 
     return decorate
+
+
+def seeded_machine(t: Target, machine: type) -> Any:
+    """What a clause passes ``run_state_machine_as_test``: a factory of ``machine``,
+    seeded for this run (the seed goes on the factory: that is where Hypothesis looks).
+
+    A ``partial``, not the class: Hypothesis hashes its factory's source for an example
+    database key (a run has no database), and a class's source is found by parsing its
+    whole module (~8 ms a clause); a ``partial`` has no source to hash."""
+    return seed(t.seed)(functools.partial(machine))
 
 
 def ended_by_the_store(t: Target, error: BaseException) -> str | None:
