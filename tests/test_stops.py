@@ -185,6 +185,52 @@ def test_a_plain_store_may_run_an_event_loop_of_its_own_in_every_call() -> None:
     assert report.ok, str(report)
 
 
+@pytest.mark.parametrize("factory", [MemoryStore, SyncOverAsync], ids=["async", "plain"])
+def test_hypothesis_clauses_on_new_threads_collect_no_garbage_each(
+        factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hypothesis registers a Random for each new thread that runs a test, and registering
+    # runs gc.collect(): ~15 ms a clause, as every clause runs on a thread of its own
+    # (an async store's on its event loop's). The run shares one Random (registered once
+    # a process, perhaps by an earlier test here), so no clause collects.
+    import gc
+
+    collects: list[str] = []
+    real = gc.collect
+
+    def counted(*args: Any) -> int:
+        collects.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(gc, "collect", counted)
+    for seed in (1, 2):
+        report = storetest.check(factory, seed=seed, clauses=[
+            "transcript_round_trips_exactly", "tool_arguments_are_kept_verbatim", "store_matches_model"])
+        assert report.ok, str(report)
+    assert len(collects) <= 1, collects
+
+
+def test_hypothesis_clauses_hash_no_source_for_an_example_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A run has no example database; keyless, Hypothesis hashed each clause's source
+    # (inspect, tokenize) for a database key that nothing reads.
+    import hypothesis.core
+    import hypothesis.stateful
+
+    hashed: list[object] = []
+    real = hypothesis.core.function_digest
+    monkeypatch.setattr(hypothesis.core, "function_digest", lambda f: hashed.append(f) or real(f))
+    # A state machine's factory is hashed whatever the settings: a partial, not the class,
+    # whose source Python finds by parsing the whole module.
+    machines: list[object] = []
+    monkeypatch.setattr(hypothesis.stateful, "function_digest", lambda f: machines.append(f) or real(f))
+    report = storetest.check(MemoryStore, seed=1, clauses=[
+        "transcript_round_trips_exactly", "tool_arguments_are_kept_verbatim", "save_replaces_the_transcript",
+        "store_matches_model"])
+    assert report.ok, str(report)
+    # (Hypothesis's own test around a state machine still is: a few ms, out of reach.)
+    assert [f for f in hashed if getattr(f, "__module__", "") != "hypothesis.stateful"] == []
+    assert len(machines) == 1 and not isinstance(machines[0], type), machines
+
+
 def test_a_call_on_the_clauses_thread_sees_no_event_loop_running() -> None:
     from storetest._engine import stops
 

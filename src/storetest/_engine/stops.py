@@ -39,6 +39,7 @@ import contextvars
 import itertools
 import os
 import queue
+import random
 import signal
 import sys
 import threading
@@ -214,6 +215,43 @@ def left_behind() -> bool:
     return clause is not None and clause.left
 
 
+#: The one Random every clause thread hands Hypothesis (see :func:`_share_hypothesis_random`).
+_HYPOTHESIS_RANDOM: random.Random | None = None
+_HYPOTHESIS_RANDOM_LOCK = threading.Lock()
+
+
+def _share_hypothesis_random() -> None:
+    """Give this new thread (a clause's, an event loop's) the run's one registered
+    Random as Hypothesis's per-thread global Random.
+
+    The first time a thread runs a Hypothesis test, Hypothesis makes that thread a
+    Random of its own and registers it (``register_random``), which runs a full
+    ``gc.collect()`` and scans the heap with ``gc.get_referrers``: about 15 ms each time,
+    and every clause runs on a new thread. Registered once and shared, it is paid once a
+    run. Clauses run one at a time, and Hypothesis seeds and restores the registered
+    Randoms around each test as it does the ``random`` module's, which every thread
+    already shares. A Hypothesis without that per-thread attribute is left alone."""
+    global _HYPOTHESIS_RANDOM
+    core = sys.modules.get("hypothesis.core")
+    local = getattr(core, "threadlocal", None)
+    if local is None:
+        return
+    try:
+        if local._hypothesis_global_random is not None:
+            return
+        with _HYPOTHESIS_RANDOM_LOCK:
+            if _HYPOTHESIS_RANDOM is None:
+                from hypothesis import register_random
+
+                # Held by the module first: Hypothesis keeps only a weak reference, and
+                # warns when nothing else refers to what it registers.
+                _HYPOTHESIS_RANDOM = random.Random()
+                register_random(_HYPOTHESIS_RANDOM)
+        local._hypothesis_global_random = _HYPOTHESIS_RANDOM
+    except (AttributeError, ImportError):
+        return  # another Hypothesis: it registers a Random of its own per thread, as before
+
+
 class Watch:
     """One run's deadline, its calls in flight, and its Ctrl-C."""
 
@@ -375,6 +413,7 @@ class Watch:
         def run() -> None:
             clause.ident = threading.get_ident()
             _CLAUSE.set(clause)
+            _share_hypothesis_random()
             try:
                 outcome.append((True, work()))
             except BaseException as exc:  # raised again on the supervising thread
@@ -489,6 +528,7 @@ class LoopThread:
         return threading.get_ident() == self.thread.ident
 
     def _serve(self) -> None:
+        _share_hypothesis_random()
         while (job := self._jobs.get()) is not None:
             job()
 

@@ -22,9 +22,55 @@ from storetest._engine.harness import Target, code_roots
 from storetest.contract import Message
 
 __all__ = [
-    "ended_by_the_store", "examples", "hypothesis_cache", "hypothesis_home", "hypothesis_settings", "reporting_to",
-    "run_uncaught", "shrink_budget", "texts",
+    "ended_by_the_store",
+    "examples",
+    "hypothesis_cache",
+    "hypothesis_home",
+    "hypothesis_settings",
+    "reporting_to",
+    "run_uncaught",
+    "seeded_machine",
+    "shrink_budget",
+    "texts",
 ]
+
+
+def _own_files_are_not_local() -> None:
+    """Keep storetest's own source out of the literals Hypothesis mixes into what it draws.
+
+    Hypothesis reads the literals of every *local* module (one not under site-packages
+    or the standard library) and draws them now and then as values. Installed, storetest
+    and reference_stores are under site-packages; from a checkout or an editable install
+    their ~60 modules counted as local: ~1,700 of storetest's own literals (table
+    names, limits, messages) went into the store's inputs, reading them took ~35 ms, and
+    every new shape of draw filtered them all (~0.25 s of a default check). Their
+    files are not local now, wherever storetest is installed; the store's own modules
+    (the caller's code) are, as before. Hypothesis reads that module global and offers
+    no setting for it: a version without it is left alone."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:
+        return
+    is_local = getattr(providers, "is_local_module_file", None)
+    if is_local is None or getattr(is_local, "storetest_own_files", None) is not None:
+        return
+    import reference_stores
+    import storetest
+
+    own = tuple(os.path.dirname(package.__file__ or "") + os.sep for package in (storetest, reference_stores))
+
+    # Nor is the standard library local, which Hypothesis finds out by resolving each of
+    # its ~250 modules' paths (~10 ms a process): its directory, as the path names it.
+    stdlib = tuple({os.path.dirname(os.__file__) + os.sep, os.path.realpath(os.path.dirname(os.__file__)) + os.sep})
+
+    def not_ours(path: str) -> bool:
+        return not path.startswith(own) and not path.startswith(stdlib) and bool(is_local(path))
+
+    not_ours.storetest_own_files = own  # type: ignore[attr-defined]
+    setattr(providers, "is_local_module_file", not_ours)  # noqa: B010 (not exported, to mypy)
+
+
+_own_files_are_not_local()
 
 
 def hypothesis_settings(t: Target, *, scale: float = 1.0, steps: int | None = None) -> Settings:
@@ -55,9 +101,24 @@ def examples(
             t.tick()
             fn(*args, **kwargs)
 
-        return seed(t.seed)(hypothesis_settings(t, scale=scale)(given(*strategies)(counted)))
+        test = seed(t.seed)(hypothesis_settings(t, scale=scale)(given(*strategies)(counted)))
+        # The key of an example database, which a run has none of (database=None): given
+        # none, Hypothesis hashes the test's source (inspect and tokenize, ~2 ms a clause)
+        # for a key nothing reads. It reads this attribute first (find() sets it so).
+        test._hypothesis_internal_database_key = None  # type: ignore[attr-defined]
+        return test
 
     return decorate
+
+
+def seeded_machine(t: Target, machine: type) -> Any:
+    """What a clause passes ``run_state_machine_as_test``: a factory of ``machine``,
+    seeded for this run (the seed goes on the factory: that is where Hypothesis looks).
+
+    A ``partial``, not the class: Hypothesis hashes its factory's source for an example
+    database key (a run has no database), and a class's source is found by parsing its
+    whole module (~8 ms a clause); a ``partial`` has no source to hash."""
+    return seed(t.seed)(functools.partial(machine))
 
 
 def ended_by_the_store(t: Target, error: BaseException) -> str | None:

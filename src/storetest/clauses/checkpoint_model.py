@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import note, seed
+from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
@@ -15,7 +15,7 @@ from storetest._engine.failures import Check
 from storetest._engine.harness import Target
 from storetest.clauses._checkpoint_support import NEEDS, Sent, ids_of, tuple_difference
 from storetest.clauses._registry import clause
-from storetest.clauses._support import hypothesis_settings
+from storetest.clauses._support import hypothesis_settings, seeded_machine
 
 #: Channels a write goes to: regular ones, and two of WRITES_IDX_MAP's (which overwrite).
 _CHANNELS = ("messages", "branch", "__interrupt__", "__error__")
@@ -102,4 +102,4 @@ def checkpointer_matches_model(t: Target) -> None:
                         self._fail(thread, f"checkpoint {record.id} in namespace {ns!r}: {found}")
 
     settings = hypothesis_settings(t, scale=0.5, steps=min(t.profile.model_steps, 30))
-    run_state_machine_as_test(seed(t.seed)(CheckpointModel), settings=settings)  # type: ignore[no-untyped-call, unused-ignore]
+    run_state_machine_as_test(seeded_machine(t, CheckpointModel), settings=settings)  # type: ignore[no-untyped-call, unused-ignore]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import note, seed
+from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -16,7 +16,7 @@ from storetest._engine.harness import Target
 from storetest._engine.item_diagnosis import describe_items, describe_limit
 from storetest.clauses._item_support import NEEDS, expect, protocol
 from storetest.clauses._registry import clause
-from storetest.clauses._support import hypothesis_settings
+from storetest.clauses._support import hypothesis_settings, seeded_machine
 from storetest.items import Item, same_items, same_value
 
 
@@ -117,4 +117,4 @@ def item_history_matches_model(t: Target) -> None:
             check.raise_if_any()
 
     settings = hypothesis_settings(t, scale=0.5, steps=t.profile.model_steps)
-    run_state_machine_as_test(seed(t.seed)(ItemModel), settings=settings)  # type: ignore[no-untyped-call, unused-ignore]
+    run_state_machine_as_test(seeded_machine(t, ItemModel), settings=settings)  # type: ignore[no-untyped-call, unused-ignore]

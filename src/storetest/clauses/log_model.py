@@ -4,7 +4,7 @@ compactions against a plain model, shrunk to the shortest story that fails.
 
 from __future__ import annotations
 
-from hypothesis import note, seed
+from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -14,7 +14,7 @@ from storetest._engine.failures import Check
 from storetest._engine.harness import Target
 from storetest.clauses._log_support import _NEEDS, T0, _expect_log, _ids, _msg, log_handle
 from storetest.clauses._registry import clause
-from storetest.clauses._support import hypothesis_settings
+from storetest.clauses._support import hypothesis_settings, seeded_machine
 from storetest.entries import Entry
 from storetest.projections import compact, fork, path
 
@@ -129,5 +129,4 @@ def log_store_matches_model(t: Target) -> None:
             self._compare(self.sessions[0], t.run(handles[-1].call("entries", self.sessions[0])))
 
     settings = hypothesis_settings(t, scale=0.5, steps=t.profile.model_steps)
-    # Older Hypothesis leaves seed() untyped; newer types it.
-    run_state_machine_as_test(seed(t.seed)(LogModel), settings=settings)  # type: ignore[no-untyped-call, unused-ignore]
+    run_state_machine_as_test(seeded_machine(t, LogModel), settings=settings)  # type: ignore[no-untyped-call, unused-ignore]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from hypothesis import note, seed
+from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -25,7 +25,7 @@ from storetest._engine.diagnosis import describe_id_merge, describe_unseen_steer
 from storetest._engine.failures import Check
 from storetest._engine.harness import Target
 from storetest.clauses._registry import clause
-from storetest.clauses._support import hypothesis_settings, run_uncaught
+from storetest.clauses._support import hypothesis_settings, run_uncaught, seeded_machine
 from storetest.contract import Message
 
 
@@ -172,6 +172,4 @@ def store_matches_model(t: Target) -> None:
                         previous=self.previous.get(session))
 
     settings = hypothesis_settings(t, scale=0.5, steps=t.profile.model_steps)
-    # The seed goes on the machine class: that is where run_state_machine_as_test looks.
-    # Older Hypothesis leaves seed() untyped; newer types it.
-    run_state_machine_as_test(seed(t.seed)(StoreModel), settings=settings)  # type: ignore[no-untyped-call, unused-ignore]
+    run_state_machine_as_test(seeded_machine(t, StoreModel), settings=settings)  # type: ignore[no-untyped-call, unused-ignore]
