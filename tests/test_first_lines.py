@@ -106,16 +106,21 @@ class _SteersPerHandle(MemoryStore):
         return self.queues.pop(session, [])
 
 
-@pytest.mark.parametrize("seed", [2, 7])
-def test_a_negative_steer_cache_is_named_in_the_state_machine(seed: int) -> None:
+def test_a_negative_steer_cache_is_named_in_the_state_machine() -> None:
     """The state machine names the cache on its evidence: the taker found the queue empty
     before, the adding handle can take the steers, and the taker sees that handle's steer
-    on a new session."""
+    on a new session. It finds the cache on some seeds only (12 and 13 of 30, seeds 1-30,
+    on 2026-12-06 before and after Hypothesis stopped drawing storetest's own literals;
+    the replica clause is the one meant to catch it on every seed): every seed of the
+    first ten that fails names it."""
     broken = BROKEN["memory-negative-steer-cache"]
-    result = check(broken.factory, broken.replica, clauses=["store_matches_model"], seed=seed).results[0]
-    assert result.outcome == "failed"
-    assert 'a cached "queue is empty" that another handle\'s add did not invalidate' in result.diagnosis, \
-        result.diagnosis
+    failed = [r for seed in range(1, 11)
+              if (r := check(broken.factory, broken.replica, clauses=["store_matches_model"],
+                             seed=seed).results[0]).outcome == "failed"]
+    assert len(failed) >= 2, [r.outcome for r in failed]
+    for result in failed:
+        assert 'a cached "queue is empty" that another handle\'s add did not invalidate' in result.diagnosis, \
+            result.diagnosis
 
 
 def test_steers_kept_per_handle_are_not_called_a_cache() -> None:
