@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC
+from typing import Any
 
 import pytest
 
@@ -64,6 +65,36 @@ def test_like_is_named_only_where_it_explains_the_merge() -> None:
     assert "hashed" in describe_id_merge("iso-a", "iso-_", read_back_own=["iso-A"])
     assert like not in describe_id_merge("iso-ab", "iso-_")  # neither, as a pattern, matches the other
     assert like in describe_id_merge("iso-a", "iso-_")  # no direction known: either may be the pattern
+
+
+def _sharing(*groups: tuple[str, ...]) -> Any:
+    """A ``shared`` oracle: ids in one group share data; any others are apart (each reads
+    back its own)."""
+    where: dict[str, object] = {i: n for n, group in enumerate(groups) for i in group}
+    return lambda x, y: where.get(x, x) == where.get(y, y)
+
+
+def test_a_cause_is_named_only_if_the_other_ids_bear_it_out() -> None:
+    """With what the clause saw of every id: a cut at the NUL would merge 'a\\x00c' with
+    'a' too, lowercasing would merge 'e' with 'E', a prefix key scheme 'k' with
+    'k:messages'. Where they are apart, the pair alike by chance is not given that cause;
+    where ids alike in nothing share data, the store merges by something else (the
+    hash-prefix store read "cut at a NUL" on 1 seed in 7: memory-id-hash-prefix)."""
+    ids = ("a", "a\x00b", "a\x00c", "A", "e", "E", "k", "k:messages", "q", "zz")
+    nul = "cut at a NUL"
+    assert nul in describe_id_merge("a", "a\x00b", shared=_sharing(("a", "a\x00b", "a\x00c")), ids=ids)
+    assert nul not in describe_id_merge("a", "a\x00b", shared=_sharing(("a", "a\x00b"), ("a\x00c",)), ids=ids)
+    case = _sharing(("a", "A"), ("e", "E"))
+    assert "case" in describe_id_merge("a", "A", shared=case, ids=ids)
+    assert "case" not in describe_id_merge("a", "A", shared=_sharing(("a", "A"), ("e",), ("E",)), ids=ids)
+    keys = _sharing(("a", "a:messages"), ("k", "k:messages"))
+    assert "prefix:<id>" in describe_id_merge("a", "a:messages", shared=keys, ids=(*ids, "a:messages"))
+    apart = _sharing(("a", "a:messages"), ("k",), ("k:messages",))
+    assert "prefix:<id>" not in describe_id_merge("a", "a:messages", shared=apart, ids=(*ids, "a:messages"))
+    hashed = _sharing(("a", "A", "q"), ("zz", "k"))
+    line = describe_id_merge("a", "A", shared=hashed, ids=ids)
+    assert line.startswith("two distinct ids share data (ids hashed or truncated?)"), line
+    assert "'k' and 'zz' share data too" in line or "'a' and 'q' share data too" in line, line
 
 
 def test_entry_logs_name_the_corruption() -> None:

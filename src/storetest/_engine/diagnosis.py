@@ -13,8 +13,9 @@ import string
 import unicodedata
 import urllib.parse
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Final
 
 from storetest._engine.explain import backslash_decoded, explain_text, minimal_diff
 from storetest.contract import Attachment, Content, Message, Text, ToolCall, ToolResult
@@ -427,8 +428,14 @@ def _strip_accents(s: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
 
 
+def _decoded_alike(decode: Callable[[str], str], related: Collection[str]) -> Callable[[str], str]:
+    """A key that maps an id to its decoding where that is one of ``related``."""
+    return lambda i: decoded if (decoded := decode(i)) in related else i
 
-def describe_id_merge(one: str, other: str, *, read_back_own: Collection[str] | None = None) -> str:
+
+def describe_id_merge(one: str, other: str, *, read_back_own: Collection[str] | None = None,
+                      shared: Callable[[str, str], bool | None] | None = None,
+                      ids: Sequence[str] = ()) -> str:
     """Why a store would treat two distinct session ids as one: every way they differ
     that some collation or key column ignores, named together (``'A'`` and ``'a  '``
     differ by case *and* trailing spaces).
@@ -436,20 +443,61 @@ def describe_id_merge(one: str, other: str, *, read_back_own: Collection[str] | 
     ``read_back_own``, where the caller knows it: reading ``one`` gave what was saved to
     ``other``, and these ids, saved before ``other``, read back their own. A ``LIKE``
     is then named only where it explains the merge: ``one`` read as a pattern matches
-    ``other``, or ``other``, written as a pattern, matches ``one`` and none of those."""
-    if "\x00" in one + other and one.split("\x00")[0] == other.split("\x00")[0]:
+    ``other``, or ``other``, written as a pattern, matches ``one`` and none of those.
+
+    ``shared`` and ``ids``, where the caller saved to each of ``ids`` and read each back:
+    whether two of them were found sharing data (``None`` where it cannot tell). A cause
+    that maps ids to keys (cut at a NUL, a collation, decoding, truncation) is then named
+    only if no two of ``ids`` that it maps to one key were found apart: a hash that
+    happens to merge ``'a'`` with ``'a\\x00b'`` keeps ``'a\\x00c'`` apart, and is not called
+    a cut at the NUL."""
+
+    def explains_pairs(pairs: Iterable[tuple[str, str]]) -> bool:
+        return shared is None or not any(shared(x, y) is False for x, y in pairs if x != y)
+
+    def explains(key: Callable[[str], object]) -> bool:
+        """No two ids this key maps to one were found apart."""
+        if shared is None:
+            return True
+        groups: dict[object, list[str]] = {}
+        for i in ids:
+            groups.setdefault(key(i), []).append(i)
+        return explains_pairs((x, y) for group in groups.values() for x in group for y in group)
+
+    if shared is not None:
+        # Ids alike in no way a key scheme forgets share data too: the store merges ids by
+        # something else (a hash, a cut), and this pair's likeness is a coincidence.
+        unrelated = next(((x, y) for x in ids for y in ids
+                          if x < y and shared(x, y) and describe_id_merge(x, y) == _HASHED_OR_CUT), None)
+        if unrelated is not None:
+            return (f"{_HASHED_OR_CUT}: {unrelated[0]!r} and {unrelated[1]!r} share data too, and differ in no "
+                    "way a collation or key scheme forgets")
+    if "\x00" in one + other and one.split("\x00")[0] == other.split("\x00")[0] and \
+            explains(lambda i: i.split("\x00")[0]):
         return "ids were cut at a NUL character"
     for decode, kind in ((urllib.parse.unquote_plus, "percent-escapes (URL-decoded on its way)"),
                          (html.unescape, "HTML entities (HTML-unescaped on its way)"),
                          (backslash_decoded, "backslash escapes (unescaped on its way)"),
                          (lambda s: unicodedata.normalize("NFKC", s), "NFKC compatibility forms")):
         if unicodedata.normalize("NFC", one) != unicodedata.normalize("NFC", other) and (
-                decode(one) == other or decode(other) == one or decode(one) == decode(other)):
+                decode(one) == other or decode(other) == one or decode(one) == decode(other)) and explains(
+                # A store may decode less than this (unquote, not unquote_plus): of the ids
+                # this decoding relates, only those it decodes alike are predicted to merge.
+                _decoded_alike(decode, (decode(one), decode(other)))):
             return f"ids that are {kind} of each other were merged: an id must be kept as given"
-    if one.startswith(other) or other.startswith(one):
-        shorter = min(len(one), len(other))
-        longer = max(one, other, key=len)
-        if longer[shorter:].strip(" ") == "":
+    shorter = min(len(one), len(other))
+    longer = max(one, other, key=len)
+    suffix = longer[shorter:]
+    if (one.startswith(other) or other.startswith(one)) and (
+            # Each cause below predicts more merges among ids: trailing spaces, every id
+            # beside itself plus spaces; a key or scan joined with a separator, every id
+            # beside itself plus the same suffix; a cut or a startswith, every id beside
+            # the longer ids it starts (from that length on).
+            explains(lambda i: i.rstrip(" ")) if suffix.strip(" ") == ""
+            else explains_pairs((i, i + suffix) for i in ids if i + suffix in ids)
+            if suffix[0] in string.punctuation
+            else explains_pairs((u, v) for u in ids if len(u) >= shorter for v in ids if v.startswith(u))):
+        if suffix.strip(" ") == "":
             return "ids that differ only by trailing spaces were merged (a PAD SPACE collation or strip())"
         if longer[shorter] in ":/.":
             return (
@@ -483,21 +531,34 @@ def describe_id_merge(one: str, other: str, *, read_back_own: Collection[str] | 
             differences.append("accents")
     if _strip_accents(a) != _strip_accents(b) and _strip_accents(a).casefold() == _strip_accents(b).casefold():
         differences.append("case")
-    if differences and _strip_accents(a).casefold() == _strip_accents(b).casefold():
+    def collated(i: str) -> str:
+        if "trailing spaces" in differences:
+            i = i.rstrip(" ")
+        if "Unicode normalization (NFC vs NFD)" in differences or "accents" in differences:
+            i = unicodedata.normalize("NFC", i)
+        if "accents" in differences:
+            i = _strip_accents(i)
+        # lower(), not casefold(): a store that lowercases keeps 'ß' and 'ss' apart.
+        return i.lower() if "case" in differences else i
+
+    if differences and _strip_accents(a).casefold() == _strip_accents(b).casefold() and explains(collated):
         collations = {"case": "case-insensitive", "accents": "accent-insensitive", "trailing spaces": "PAD SPACE"}
         named = [collations[d] for d in differences if d in collations]
         because = f" (a collation that is {', '.join(named)}, or strip()/lower())" if named else ""
         return f"ids that differ only by {' and '.join(differences)} were merged{because}"
     pairs = enumerate(zip(one, other, strict=False))
     common = next((i for i, (x, y) in pairs if x != y), min(len(one), len(other)))
-    if common >= 64:
+    if common >= 64 and explains(lambda i: i[:common]):
         return (
             f"ids that differ only after their first {common} characters were merged "
             "(the id truncated to fit a key, e.g. VARCHAR(64) or id[:64])"
         )
     if _like_explains(one, other, read_back_own):
         return "ids with SQL wildcards (% or _) matched other ids (LIKE instead of =)"
-    return "two distinct ids share data (ids hashed or truncated?)"
+    return _HASHED_OR_CUT
+
+
+_HASHED_OR_CUT: Final = "two distinct ids share data (ids hashed or truncated?)"
 
 
 def _like(pattern: str, value: str) -> bool:

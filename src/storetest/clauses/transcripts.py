@@ -312,6 +312,20 @@ def _check_isolation(t: Target, ids: Sequence[str], clause_fn: Callable[..., Any
         read = {i: call(session, f"messages({session!r})", t.store.messages(session))
                 for i, session in enumerate(ids) if usable[i]}
         own = {i for i, got in read.items() if got == [Message.text("user", f"saved to session #{i}")]}
+        # Whose transcripts each read found. Two ids share data where one's read found the
+        # other's transcript; they are apart where each found its own and not the other's.
+        found_in = {i: {owner[p.text] for m in got if isinstance(m, Message) for p in m.content
+                        if isinstance(p, Text) and p.text in owner}
+                    for i, got in read.items() if isinstance(got, list)}
+        position = {session: i for i, session in enumerate(ids)}
+
+        def shared(x: str, y: str) -> bool | None:
+            ix, iy = position[x], position[y]
+            a, b = found_in.get(ix, set()), found_in.get(iy, set())
+            if ix in b or iy in a:
+                return True
+            return False if ix in a and iy in b else None
+
         for i, got in read.items():
             session, want = ids[i], [Message.text("user", f"saved to session #{i}")]
             if got is RAISED or i in own:
@@ -325,7 +339,8 @@ def _check_isolation(t: Target, ids: Sequence[str], clause_fn: Callable[..., Any
                 # What a write by pattern to ids[j] would have reached: the ids saved before it.
                 check.add(session, f"sessions merged: reading {session!r} gave the transcript saved to "
                           f"{ids[j]!r}: " + describe_id_merge(session, ids[j],
-                                                              read_back_own=[ids[k] for k in own if k < j]))
+                                                              read_back_own=[ids[k] for k in own if k < j],
+                                                              shared=shared, ids=ids))
             else:
                 check.transcript(session, want, got)
         if not steers:
