@@ -377,10 +377,9 @@ class SQLiteStore:
                 # The rows are dropped before the collector resumes, so its pass over
                 # what the read made does not walk them too.
                 del rows
-            if remember and last is None:  # a session row with no messages (add_steer made it)
-                self._remembered.learn_read(key, row[1], [], ())
-            elif remember and last is not None:
-                self._remembered.learn_read(key, row[1], list(result), (last[0],), len(result) - 1)
+            if remember:  # no last row: a session row with no messages (add_steer made it)
+                self._remembered.learn_read(key, row[1], list(result), (last[0],) if last else (),
+                                            max(len(result) - 1, 0))
             return result
 
     def add_steer(self, session: str, text: str) -> None:

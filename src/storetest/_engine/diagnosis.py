@@ -428,6 +428,10 @@ def _strip_accents(s: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
 
 
+#: The cause named where no likeness of two ids explains their merge.
+_HASHED_OR_CUT: Final = "two distinct ids share data (ids hashed or truncated?)"
+
+
 def _decoded_alike(decode: Callable[[str], str], related: Collection[str]) -> Callable[[str], str]:
     """A key that maps an id to its decoding where that is one of ``related``."""
     return lambda i: decoded if (decoded := decode(i)) in related else i
@@ -488,15 +492,19 @@ def describe_id_merge(one: str, other: str, *, read_back_own: Collection[str] | 
     shorter = min(len(one), len(other))
     longer = max(one, other, key=len)
     suffix = longer[shorter:]
-    if (one.startswith(other) or other.startswith(one)) and (
-            # Each cause below predicts more merges among ids: trailing spaces, every id
-            # beside itself plus spaces; a key or scan joined with a separator, every id
-            # beside itself plus the same suffix; a cut or a startswith, every id beside
-            # the longer ids it starts (from that length on).
-            explains(lambda i: i.rstrip(" ")) if suffix.strip(" ") == ""
-            else explains_pairs((i, i + suffix) for i in ids if i + suffix in ids)
-            if suffix[0] in string.punctuation
-            else explains_pairs((u, v) for u in ids if len(u) >= shorter for v in ids if v.startswith(u))):
+    # Each cause below predicts more merges among ids: trailing spaces, every id beside
+    # itself plus spaces; a key or scan joined with a separator, every id beside itself
+    # plus the same suffix; a cut or a startswith, every id beside the longer ids it
+    # starts (from that length on).
+    if not (one.startswith(other) or other.startswith(one)):
+        borne_out = False
+    elif suffix.strip(" ") == "":
+        borne_out = explains(lambda i: i.rstrip(" "))
+    elif suffix[0] in string.punctuation:
+        borne_out = explains_pairs((i, i + suffix) for i in ids if i + suffix in ids)
+    else:
+        borne_out = explains_pairs((u, v) for u in ids if len(u) >= shorter for v in ids if v.startswith(u))
+    if borne_out:
         if suffix.strip(" ") == "":
             return "ids that differ only by trailing spaces were merged (a PAD SPACE collation or strip())"
         if longer[shorter] in ":/.":
@@ -556,9 +564,6 @@ def describe_id_merge(one: str, other: str, *, read_back_own: Collection[str] | 
     if _like_explains(one, other, read_back_own):
         return "ids with SQL wildcards (% or _) matched other ids (LIKE instead of =)"
     return _HASHED_OR_CUT
-
-
-_HASHED_OR_CUT: Final = "two distinct ids share data (ids hashed or truncated?)"
 
 
 def _like(pattern: str, value: str) -> bool:
