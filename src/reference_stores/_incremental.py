@@ -140,7 +140,7 @@ class Known:
     A save knows every digest (``first`` is 0). A read may fetch only the last one
     (``first`` is ``len(messages) - 1``): the next save appending to what was read
     chains from it, and a handle that wrote since is recognised by it; fetching all of
-    them cost a read about as much as building a tenth of its messages.
+    them made every read fetch a 32-byte column of every row and join them.
 
     ``messages`` is a list or a tuple that is never changed: a list this module copied
     (never handed out), or a tuple. A save of a list remembers a list, so that the next
