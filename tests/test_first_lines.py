@@ -109,10 +109,9 @@ class _SteersPerHandle(MemoryStore):
 def test_a_negative_steer_cache_is_named_in_the_state_machine() -> None:
     """The state machine names the cache on its evidence: the taker found the queue empty
     before, the adding handle can take the steers, and the taker sees that handle's steer
-    on a new session. It finds the cache on some seeds only (12 and 13 of 30, seeds 1-30,
-    on 2026-12-06 before and after Hypothesis stopped drawing storetest's own literals;
-    the replica clause is the one meant to catch it on every seed): every seed of the
-    first ten that fails names it."""
+    on a new session. It finds the cache on some seeds only (the replica clause is the
+    one meant to catch it on every seed): every seed of the first ten that fails names
+    it."""
     broken = BROKEN["memory-negative-steer-cache"]
     failed = [r for seed in range(1, 11)
               if (r := check(broken.factory, broken.replica, clauses=["store_matches_model"],
