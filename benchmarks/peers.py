@@ -440,15 +440,21 @@ class PhysicalFloorTwo(PhysicalFloor):
 class OursSQL(_OursPlain):
     name = "our save's SQL alone"
 
+    def __init__(self, path: Path, synchronous: str, rows: list[tuple[bytes, str | None, str]]) -> None:
+        super().__init__(path, synchronous, rows)
+        (self.version,) = self.conns[0].execute("SELECT version FROM storetest_sessions").fetchone()
+
     def turn(self, r: int) -> None:
-        conn = self.conns[0]
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
-            "UPDATE storetest_sessions SET version = version + 1 WHERE session = ? RETURNING id, version",
-            (b"floor",),
-        ).fetchone()
-        self.insert(conn, r)
-        conn.execute("COMMIT")
+        # The append of a handle that remembers the session: one statement, guarded by
+        # the version it remembers, its own transaction (reference_stores.sqlite._append).
+        digest, role, body = self.rows[r]
+        cursor = self.conns[0].execute(
+            "INSERT INTO storetest_messages (session_id, position, digest, role, body) "
+            "SELECT id, ?, ?, ?, ? FROM storetest_sessions WHERE session = ? AND version = ?",
+            (self.start + r, digest, role, body, b"floor", self.version),
+        )
+        if cursor.rowcount != 1:
+            raise RuntimeError("our save's SQL inserted nothing: the session's version moved")
 
 
 class PeerSQL(_Plain):

@@ -262,17 +262,27 @@ def test_memory_never_steps_back_to_an_older_version() -> None:
     memory.learn(b"s", known(5, conversation(3, "same version")))
     entry = memory.get(b"s")
     assert entry is not None and entry.messages == tuple(conversation(3, "same version"))
+    # Where appends leave the version alone, the same version with fewer messages is
+    # older too (a slow read finishing after an append).
+    memory.learn(b"s", known(5, conversation(2)))
+    entry = memory.get(b"s")
+    assert entry is not None and entry.length == 3
+    memory.learn(b"s", known(5, conversation(4)))
+    entry = memory.get(b"s")
+    assert entry is not None and entry.length == 4
 
 
 def test_a_read_of_a_remembered_version_teaches_nothing() -> None:
-    """``wants_read``: only a version newer than the remembered one (or none) is
-    learned from a read; the entry kept is the one the handle had."""
+    """``wants_read``: only a version newer than the remembered one (or the same with
+    more messages, or none) is learned from a read; the entry kept is the one the
+    handle had."""
     memory = Remembered(4)
-    assert memory.wants_read(b"s", 1)
+    assert memory.wants_read(b"s", 1, 0)
     memory.learn(b"s", known(5, conversation(3)))
-    assert not memory.wants_read(b"s", 5) and not memory.wants_read(b"s", 4)
-    assert memory.wants_read(b"s", 6)
-    assert not Remembered(0).wants_read(b"s", 1)
+    assert not memory.wants_read(b"s", 5, 3) and not memory.wants_read(b"s", 4, 9)
+    assert not memory.wants_read(b"s", 5, 2)
+    assert memory.wants_read(b"s", 6, 3) and memory.wants_read(b"s", 5, 4)
+    assert not Remembered(0).wants_read(b"s", 1, 1)
 
 
 def test_memory_is_bounded_least_recently_used_first() -> None:
@@ -326,6 +336,48 @@ def test_equal_but_other_objects_are_remembered_as_the_callers() -> None:
     plan.start(1)
     assert plan.keep == 50
     assert all(a is b for a, b in zip(plan.known(2).messages, theirs, strict=True))
+
+
+def test_remembered_buffers_grow_in_place_and_never_change_below_a_length() -> None:
+    """The common save extends the remembered list and digests in place (no copy of
+    the prefix); what an older entry covers stays as it was, whether the later save
+    was learned, never learned (it failed), or differed in the middle."""
+    memory = Remembered()
+    base = conversation(10)
+    memory.learn(b"s", Known(1, list(base), b"".join(d for _, d in stored_rows(base))))
+    entry = cast_entry(memory)
+    buffer = entry._messages
+
+    grown = [*base, turn(10)]
+    plan = memory.prepare(b"s", grown)
+    assert plan.new is buffer and plan.length == 11  # extended, not copied
+    assert entry.messages == base and entry.length == 10
+    assert plan.start_append() == 1 and [p for p, _, _ in plan.rows] == [10]
+    # Never learned (the save failed): a save from the older entry copies instead.
+    other = [*base, turn(10, "b"), turn(11, "b")]
+    second = memory.prepare(b"s", other)
+    assert second.new is not buffer and list(second.new) == other
+    assert entry.messages == base and list(plan.new[: plan.length]) == grown
+    second.start(1)
+    assert [p for p, _, _ in second.rows] == [10, 11]
+    assert second.digest_at(11) == stored_rows(other)[11][1]
+
+    # A list that differs in the middle leaves the buffer as it was.
+    fresh = Remembered()
+    fresh.learn(b"s", Known(1, list(base), b"".join(d for _, d in stored_rows(base))))
+    kept = cast_entry(fresh)
+    edited = [*base[:4], turn(4, "edited"), *base[5:], turn(10)]
+    edit = fresh.prepare(b"s", edited)
+    assert len(kept._messages) == 10 and kept.messages == base
+    edit.start(1)
+    assert [p for p, _, _ in edit.rows] == list(range(4, 11))
+    assert edit.digest_at(10) == stored_rows(edited)[10][1]
+
+
+def cast_entry(memory: Remembered) -> Known:
+    entry = memory.get(b"s")
+    assert entry is not None
+    return entry
 
 
 def test_a_list_changed_during_the_comparison_is_saved_as_copied(tmp_path: Path) -> None:

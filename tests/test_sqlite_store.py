@@ -437,15 +437,20 @@ def test_failing_rollback_does_not_replace_the_error(db_path: Path, caplog: pyte
 def test_save_after_save_writes_only_the_tail(
     traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], db_path: Path
 ) -> None:
-    """Turn N+1 after turn N: one message row and the version, nothing read back."""
+    """Turn N+1 after turn N: one statement, which inserts the message row and nothing
+    else (the version stays), nothing read back; two turns at once, one statement too."""
     store, conn, statements = traced
     transcript = [turn(i) for i in range(50)]
     store.save("s", transcript)
     transcript.append(turn(50))
     statements.clear()
+    assert changes_during(conn, lambda: store.save("s", transcript)) == 1
+    assert len(statements) == 1 and statements[0].startswith("INSERT INTO storetest_messages"), statements
+    transcript += [turn(51), turn(52)]
+    statements.clear()
     assert changes_during(conn, lambda: store.save("s", transcript)) == 2
-    assert not [s for s in statements if "digest FROM" in s]
-    assert sum(s.startswith("INSERT INTO storetest_messages") for s in statements) <= 1
+    assert len(statements) == 1 and statements[0].startswith("INSERT INTO storetest_messages"), statements
+    assert conn.execute("SELECT version FROM storetest_sessions").fetchall() == [(1,)]
     assert store.messages("s") == transcript
     # A save that changes nothing commits nothing: another connection sees no new data.
     with closing(sqlite3.connect(db_path)) as watcher:
@@ -466,7 +471,7 @@ def test_save_after_read_writes_only_the_tail(
     transcript = store.messages("s")
     transcript.append(turn(30))
     statements.clear()
-    assert changes_during(conn, lambda: store.save("s", transcript)) == 2
+    assert changes_during(conn, lambda: store.save("s", transcript)) == 1
     assert not [s for s in statements if "digest FROM" in s]
     assert store.messages("s") == transcript
 
@@ -525,7 +530,10 @@ def test_save_after_another_handle_wrote_compares_digests(
     monkeypatch.setattr(sqlite_module, "decode_trusted", no_decoding)
     statements.clear()
     grown = [*mine, turn(40), turn(41)]
-    assert changes_during(conn, lambda: store.save("s", grown)) == 2
+    # The one-statement append is refused (row 40 is theirs); the save then reads
+    # digests from row 39 on and inserts row 41 alone.
+    assert changes_during(conn, lambda: store.save("s", grown)) == 1
+    assert statements[0].startswith("INSERT INTO storetest_messages")
     assert [s for s in statements if "digest FROM" in s]
     monkeypatch.undo()
     assert store.messages("s") == grown
@@ -539,6 +547,88 @@ def test_save_after_another_handle_wrote_compares_digests(
     assert store.messages("s") == final
     with SQLiteStore(db_path) as other:
         assert other.messages("s") == final
+
+
+def test_a_save_of_what_a_handle_knew_removes_rows_another_appended(db_path: Path) -> None:
+    """Appends leave the version alone, so a handle tells rows another appended by
+    their count: saving the transcript it knew (no new message, so no append to try)
+    removes them, and the rewrite raises the version."""
+    with SQLiteStore(db_path) as a, SQLiteStore(db_path) as b:
+        mine = [turn(i) for i in range(10)]
+        a.save("s", mine)
+        theirs = b.messages("s")
+        b.save("s", [*theirs, turn(10), turn(11)])
+        ((version,),) = run_sql(db_path, "SELECT version FROM storetest_sessions")
+        a.save("s", mine)
+        assert b.messages("s") == mine
+        assert run_sql(db_path, "SELECT version FROM storetest_sessions") == [(version + 2,)]
+        # And the handle that appended, saving on from what it wrote, is refused its
+        # one-statement append and writes exactly its list.
+        b.save("s", [*theirs, turn(10), turn(11), turn(12)])
+        assert a.messages("s") == [*mine, turn(10), turn(11), turn(12)]
+
+
+def test_a_handle_taking_turns_with_another_goes_straight_to_the_transaction(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], db_path: Path
+) -> None:
+    """Once a save finds another handle's rows, the next one skips the one-statement
+    append (it would be refused); once a save finds nobody else wrote, it tries it
+    again."""
+    store, _, statements = traced
+    transcript = [turn(i) for i in range(20)]
+    store.save("s", transcript)
+    with SQLiteStore(db_path) as other:
+        other.messages("s")
+        other.save("s", transcript := [*transcript, turn(20)])
+        statements.clear()
+        store.save("s", transcript := [*transcript, turn(21)])
+        assert statements[0].startswith("INSERT INTO storetest_messages")  # tried, refused
+        assert "BEGIN IMMEDIATE" in statements
+        other.save("s", transcript := [*transcript, turn(22)])
+    for i in (23, 24):  # the first finds row 22 theirs, the second nobody's rows
+        statements.clear()
+        store.save("s", transcript := [*transcript, turn(i)])
+        assert statements[0] == "BEGIN IMMEDIATE"  # not tried: another handle wrote last time
+    statements.clear()
+    store.save("s", transcript := [*transcript, turn(25)])
+    assert len(statements) == 1 and statements[0].startswith("INSERT INTO storetest_messages")
+    with SQLiteStore(db_path) as fresh:
+        assert fresh.messages("s") == transcript
+
+
+def test_appends_too_long_for_one_statement_or_on_a_legacy_connection_take_the_transaction(
+    db_path: Path,
+) -> None:
+    """More rows than one statement takes, or a connection the module would open a
+    transaction on by itself (an application's, not in autocommit mode): the save runs
+    its transaction, and the rows come back whole."""
+    conn = sqlite3.connect(db_path, check_same_thread=False)  # isolation_level "": legacy
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    with SQLiteStore(conn) as store:
+        transcript = [turn(i) for i in range(5)]
+        store.save("s", transcript)
+        statements.clear()
+        store.save("s", transcript := [*transcript, turn(5)])
+        assert "BEGIN IMMEDIATE" in statements and not conn.in_transaction
+        statements.clear()
+        store.save("s", transcript := [*transcript, *(turn(i) for i in range(6, 6 + 65))])
+        assert "BEGIN IMMEDIATE" in statements
+    conn.close()
+    with SQLiteStore(db_path) as store:
+        store.save("s", transcript)
+        store.save("s", transcript := [*transcript, *(turn(i) for i in range(71, 71 + 65))])
+        assert SQLiteStore(db_path).messages("s") == transcript
+
+
+def test_a_handle_of_an_earlier_release_is_refused_loudly(store: SQLiteStore, db_path: Path) -> None:
+    """Earlier releases raised the version by 1 on every save and trusted an unchanged
+    version to mean unchanged rows: they would miss rows this release appends. The
+    raise they begin every save with is refused, naming why."""
+    store.save("s", [turn(0)])
+    with pytest.raises(sqlite3.IntegrityError, match="upgrade storetest in that process"):
+        run_sql(db_path, "UPDATE storetest_sessions SET version = version + 1 WHERE session = CAST('s' AS BLOB)")
+    assert store.messages("s") == [turn(0)]
 
 
 def test_edits_shrinks_and_empties_end_exact(store: SQLiteStore, db_path: Path) -> None:

@@ -8,9 +8,13 @@ a replica that did not, and leaves each backend only its statements.
 
 What is stored, per session (the backends' ``SCHEMA`` spell it in their own types):
 
-- a session row with ``version``: a counter that every save changing the transcript
-  raises by one, under the session's row lock (a store may raise it on every save);
-  ``0``, or no row, means nothing was ever saved;
+- a session row with ``version``: a counter raised under the session's row lock by
+  every save changing the transcript (a store may raise it on every save), or, where
+  the store says so (SQLite), by every save that changes rows other than by appending:
+  a handle then tells rows appended since it looked by their count (the
+  ``stored_length`` of :meth:`SavePlan.start`), since an unchanged version means
+  unchanged rows up to the count it knew; ``0``, or no row, means nothing was ever
+  saved;
 - one row per message: ``position`` (0, 1, ...), the message (:func:`encode_message`
   text ``body[i]``, or however the backend keeps it) and ``digest``, the *chain digest*
   of the transcript up to and including that row: ``digest[i] = SHA-256(digest[i-1] +
@@ -21,17 +25,23 @@ What is stored, per session (the backends' ``SCHEMA`` spell it in their own type
 What a handle remembers (:class:`Remembered`, at most ``cache_sessions`` sessions, least
 recently used forgotten first): per session, the version it last wrote or read, the
 message objects it held then and their chain digests (all of them after a save; after a
-read, the last one alone, which is what a save appending to it chains from). The
-version rule: a remembered entry is trusted only when its version equals the stored
-one, read under the lock; it is never replaced by an entry with an older version (a
-slow read finishing after a save), and a read of the version it holds leaves it as it
-is.
+read, the last one alone, which is what a save appending to it chains from), in
+buffers the next appending save extends in place (:class:`Known`). The version rule: a
+remembered entry is trusted only when its version (and, where appends leave it alone,
+its count) equals the stored one, read under the lock; it is never replaced by an
+older entry (a slow read finishing after a save), and a read of what it holds leaves
+it as it is.
 
 How a save finds what to write (:class:`SavePlan`), with ``p`` the number of leading
 messages the new transcript shares with the remembered one (a comparison in C that
 tries identity first: agents pass back the very objects they saved or read; for the
-common save, the remembered messages plus new ones at the end, one copy and one
-comparison, with no slice of the prefix):
+common save, the remembered messages plus new ones at the end, one comparison with the
+remembered list extended in place, with no copy or slice of the prefix):
+
+0. where appends leave the version alone, a save that only appends to what the handle
+   remembers may be tried first as one statement, guarded by the remembered version
+   and the uniqueness of positions (:meth:`SavePlan.start_append`); refused, it goes on
+   as below, and so do the next saves while another handle writes the session too;
 
 1. the stored version is the remembered one: the stored rows are the remembered
    messages, so nothing is read (after a read that left the digest a save needs
@@ -57,7 +67,6 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
 from itertools import repeat
 from typing import Final, cast
 
@@ -131,32 +140,72 @@ def common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
     return i
 
 
-@dataclass(frozen=True, slots=True)
 class Known:
-    """What a handle knows a session held at ``version``: its messages and the chain
-    digests of those from position ``first`` on, concatenated (``DIGEST_SIZE`` bytes per
-    message).
+    """What a handle knows a session held at ``version``: its first ``length`` messages
+    and the chain digests of those from position ``first`` on (``DIGEST_SIZE`` bytes
+    per message).
 
     A save knows every digest (``first`` is 0). A read may fetch only the last one
-    (``first`` is ``len(messages) - 1``): the next save appending to what was read
-    chains from it, and a handle that wrote since is recognised by it; fetching all of
-    them made every read fetch a 32-byte column of every row and join them.
+    (``first`` is ``length - 1``): the next save appending to what was read chains from
+    it, and a handle that wrote since is recognised by it; fetching all of them made
+    every read fetch a 32-byte column of every row and join them.
 
-    ``messages`` is a list or a tuple that is never changed: a list this module copied
-    (never handed out), or a tuple. A save of a list remembers a list, so that the next
-    save of that list compares like with like.
+    The messages (a list or a tuple) and the digests (``bytes`` or a ``bytearray``) are
+    buffers this module owns and never hands out. The next save appending to them
+    extends them in place (:func:`_extend`) rather than copying them: at turn 2,000 a
+    copy touched every message object (a reference count each) and 64 KB of digests,
+    and from memory that other work has evicted that cost more than the save's own
+    SQL. So a buffer may run past ``length``; nothing below any ``length`` handed out
+    ever changes.
     """
 
-    version: int
-    messages: Sequence[Message]
-    digests: bytes
-    first: int = 0
+    __slots__ = ("_digests", "_messages", "first", "length", "shared", "version")
+
+    def __init__(
+        self, version: int, messages: Sequence[Message], digests: bytes | bytearray, first: int = 0,
+        length: int | None = None, shared: bool = False,
+    ) -> None:
+        self.version = version
+        self._messages = messages
+        self._digests = digests
+        self.first = first
+        self.length = len(messages) if length is None else length
+        #: Whether the save that learned this found that another handle had written
+        #: since this one last did: the next save expects the same (see
+        #: :meth:`SavePlan.start_append`).
+        self.shared = shared
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        """The ``length`` messages (a copy only if a later save extended the buffer)."""
+        m = self._messages
+        return m if len(m) == self.length else m[: self.length]
+
+    @property
+    def digests(self) -> bytes:
+        """The chain digests from :attr:`first` to ``length - 1``, concatenated."""
+        return bytes(self._digests[: (self.length - self.first) * DIGEST_SIZE])
 
     def digest_at(self, position: int) -> bytes | None:
         """The chain digest at ``position``, or ``None`` if this handle does not know it."""
         if position < self.first:
             return None
-        return self.digests[(position - self.first) * DIGEST_SIZE : (position - self.first + 1) * DIGEST_SIZE]
+        return bytes(self._digests[(position - self.first) * DIGEST_SIZE : (position - self.first + 1) * DIGEST_SIZE])
+
+
+#: Guards every in-place extension of a remembered buffer: the check that nobody
+#: extended it yet and the extension are one step.
+_EXTENDING = threading.Lock()
+
+
+def _extend(buffer: list[Message] | bytearray, end: int, more: Sequence[Message] | bytes) -> bool:
+    """Append ``more`` to ``buffer`` if it ends at ``end`` (no other save extended it
+    past what it was remembered with); whether it did."""
+    with _EXTENDING:
+        if len(buffer) != end:
+            return False
+        buffer += more  # type: ignore[operator]
+        return True
 
 
 class SavePlan:
@@ -179,11 +228,13 @@ class SavePlan:
     transaction retried after a deadlock calls :meth:`start` again.
     """
 
-    __slots__ = ("_encoded", "_known", "_prefix", "_same_version", "changed", "delete", "digests", "fetch_from",
-                 "first", "keep", "new", "rows")
+    __slots__ = ("_digests", "_encoded", "_known", "_prefix", "_same_version", "_shared", "changed", "delete",
+                 "fetch_from", "first", "keep", "length", "new", "rows")
 
-    def __init__(self, new: Sequence[Message], known: Known | None, prefix: int) -> None:
+    def __init__(self, new: Sequence[Message], known: Known | None, prefix: int, length: int | None = None) -> None:
+        #: The transcript to save: ``new[:length]`` (a remembered buffer may run on).
         self.new = new
+        self.length = len(new) if length is None else length
         self._known = known
         #: How many leading messages of ``new`` equal the remembered ones.
         self._prefix = prefix
@@ -198,29 +249,35 @@ class SavePlan:
         self.rows: list[tuple[int, bytes, str]] = []
         #: Whether the save changes the stored transcript (and so its version).
         self.changed = False
-        #: The chain digests of ``new`` from position :attr:`first` on, concatenated.
-        self.digests = b""
+        #: The chain digests of ``new`` from position :attr:`first` on, concatenated
+        #: (a buffer that may run on, as :class:`Known`'s).
+        self._digests: bytes | bytearray = b""
         self.first = 0
         #: Whether the stored version is the remembered one (the stored rows are the
         #: remembered messages), decided by :meth:`start`.
         self._same_version = False
+        #: Whether another handle wrote since this one remembered, decided by :meth:`start`.
+        self._shared = False
         #: ``(keep, bodies, digests)`` of the tail last encoded: a plan started again
         #: (a retried transaction, a version that moved) that keeps as many rows
         #: encodes nothing twice.
         self._encoded: tuple[int, list[str], bytes] | None = None
 
-    def start(self, stored_version: int | None) -> None:
+    def start(self, stored_version: int | None, stored_length: int | None = None) -> None:
         """Take the session's stored version, read under its lock (``None`` or ``0``:
-        nothing was ever saved). Afterwards the plan is complete, or :attr:`fetch_from`
-        says which stored digests it needs."""
+        nothing was ever saved), and, from a store whose appends leave the version as
+        it is, the number of stored rows. Afterwards the plan is complete, or
+        :attr:`fetch_from` says which stored digests it needs."""
         known = self._known
         self._same_version = False
+        self._shared = known is not None and (stored_version, stored_length) not in (
+            (known.version, None), (known.version, known.length))
         if not stored_version:
             # No session row, or one that add_steer made: nothing has been saved.
             self._finish(0, ())
         elif known is None:
             self.fetch_from = 0
-        elif stored_version == known.version:
+        elif stored_version == known.version and stored_length in (None, known.length):
             p = self._prefix
             if known.first > max(p - 1, 0):
                 # The stored rows are the remembered messages, but this handle read them
@@ -230,12 +287,29 @@ class SavePlan:
                 self.fetch_from = max(p - 1, 0)
                 return
             stored_after = [
-                (position, cast(bytes, known.digest_at(position))) for position in range(p, len(known.messages))
+                (position, cast(bytes, known.digest_at(position))) for position in range(p, known.length)
             ]
             self._finish(p, stored_after)
         else:
-            # Another handle wrote: the row before the shared prefix vouches for it.
+            # Another handle wrote (or appended): the row before the shared prefix
+            # vouches for it.
             self.fetch_from = max(self._prefix - 1, 0)
+
+    def start_append(self) -> int | None:
+        """Plan as if the stored rows were still the remembered ones, for a store whose
+        appends leave the version as it is. If the save then only appends rows, the
+        remembered version: the store may write :attr:`rows` in one statement guarded
+        by that version and by the uniqueness of positions (nobody appended since).
+        If that writes nothing, or this returns ``None``, the store runs the plan as
+        usual, from :meth:`start`."""
+        known = self._known
+        p = self._prefix
+        if known is None or known.shared or not known.version or p != known.length or not p or known.first > p - 1:
+            # Another handle writes this session too (two replicas taking turns): the
+            # statement would be refused more often than not.
+            return None
+        self._finish(p, ())
+        return known.version if self.rows else None
 
     def resolve(self, rows: Sequence[tuple[int, bytes]]) -> None:
         """Take the stored ``(position, digest)`` rows asked for by :attr:`fetch_from`.
@@ -277,20 +351,31 @@ class SavePlan:
         it was fetched. Encode and hash only ``new[keep:]``."""
         self.fetch_from = None
         known = self._known
-        if keep == 0:
-            self.first, prefix_digests = 0, b""
-        elif known is not None and known.first <= keep - 1:
+        remembered = known is not None and keep and known.first <= keep - 1
+        if remembered:
+            assert known is not None
             self.first = known.first
-            prefix_digests = known.digests[: (keep - known.first) * DIGEST_SIZE]
-        else:
+            last = cast(bytes, known.digest_at(keep - 1))
+        elif keep:
             assert anchor is not None  # keep > 0 without the digest before it comes only from a fetch
-            self.first, prefix_digests = keep - 1, anchor
+            self.first, last = keep - 1, anchor
+        else:
+            self.first, last = 0, b""
         if self._encoded is not None and self._encoded[0] == keep:
             bodies, tail_digests = self._encoded[1], self._encoded[2]
         else:
-            bodies = [encode_message(m) for m in self.new[keep:]]
-            tail_digests = chain_digests(prefix_digests[-DIGEST_SIZE:], bodies)
+            bodies = [encode_message(m) for m in self.new[keep : self.length]]
+            tail_digests = chain_digests(last, bodies)
             self._encoded = (keep, bodies, tail_digests)
+        if remembered:
+            assert known is not None
+            buffer, end = known._digests, (keep - known.first) * DIGEST_SIZE
+            if not (type(buffer) is bytearray and _extend(buffer, end, tail_digests)):
+                buffer = bytearray(buffer[:end])  # a copy once; later saves extend it
+                buffer += tail_digests
+            self._digests = buffer
+        else:
+            self._digests = bytearray(last + tail_digests) if keep else bytearray(tail_digests)
         # Rows another handle wrote may equal the new tail (two handles saving the same
         # growing transcript): keep those too.
         matched = 0
@@ -311,7 +396,6 @@ class SavePlan:
             for i in range(matched, len(bodies))
         ]
         self.changed = self.delete or bool(self.rows)
-        self.digests = prefix_digests + tail_digests
 
     def digest_at(self, position: int) -> bytes:
         """The chain digest of ``new`` at ``position`` (``b""`` for ``-1``), once complete;
@@ -320,13 +404,13 @@ class SavePlan:
             return b""
         if position < self.first:
             raise ValueError(f"the digest at {position} is not known (known from {self.first})")
-        return self.digests[(position - self.first) * DIGEST_SIZE : (position - self.first + 1) * DIGEST_SIZE]
+        return bytes(self._digests[(position - self.first) * DIGEST_SIZE : (position - self.first + 1) * DIGEST_SIZE])
 
     def known(self, version: int) -> Known:
         """What the store holds once this plan is committed at ``version``."""
         if self.fetch_from is not None:
             raise RuntimeError("this save plan is not complete")
-        return Known(version, self.new, self.digests, self.first)
+        return Known(version, self.new, self._digests, self.first, self.length, self._shared)
 
 
 class Remembered:
@@ -342,19 +426,20 @@ class Remembered:
         self._entries: OrderedDict[Hashable, Known] = OrderedDict()
         self._lock = threading.Lock()
 
-    def wants_read(self, key: Hashable, version: int) -> bool:
-        """Whether a read of ``key``'s session at ``version`` would teach this handle
-        anything: nothing of that version or newer is remembered. A read of what is
-        remembered already keeps the entry it has (the objects the application was
-        handed or saved, digests from a save), so re-reading an unchanged session makes
-        no copy, joins nothing and frees nothing of the handle's."""
+    def wants_read(self, key: Hashable, version: int, length: int) -> bool:
+        """Whether a read of ``key``'s session at ``version``, ``length`` messages,
+        would teach this handle anything: nothing that new is remembered (see
+        :meth:`learn`). A read of what is remembered already keeps the entry it has (the
+        objects the application was handed or saved, digests from a save), so
+        re-reading an unchanged session makes no copy, joins nothing and frees nothing
+        of the handle's."""
         if not self.cache_sessions:
             return False
         with self._lock:
             current = self._entries.get(key)
             if current is not None:
                 self._entries.move_to_end(key)
-            return current is None or current.version < version
+            return current is None or (current.version, current.length) < (version, length)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -381,50 +466,63 @@ class Remembered:
             checked = check_messages(messages)
             return SavePlan(checked, known, common_prefix(known.messages, checked) if known else 0)
         given = cast("list[Message] | tuple[Message, ...]", messages)  # items checked below
-        old = known.messages
-        n = len(old)
+        n = known.length
         new: Sequence[Message] | None = None
+        length = len(given)
         prefix = 0
-        if len(given) >= n:
-            # The common save appends to what was saved or read last: build that
-            # transcript (one copy) and compare it with the one given, in C, identity
-            # first. Slicing the prefix for the comparison would copy 2,000 references
-            # more at turn 2,000. The candidate doubles as the snapshot to remember.
-            candidate: Sequence[Message]
-            if isinstance(given, list):
-                candidate = (old if type(old) is list else list(old)) + given[n:]
+        if length >= n:
+            # The common save appends to what was saved or read last: the remembered
+            # list, extended in place by the new messages, is compared with the one
+            # given, in C, identity first, and becomes the snapshot to remember. A copy
+            # (or a slice of the prefix to compare) would touch every message at turn
+            # 2,000.
+            old = known._messages
+            tail = given[n:]
+            if type(old) is list and type(given) is list and _extend(old, n, tail):
+                if old == given:
+                    prefix = n
+                    # Equal, but perhaps not the same objects (a replica that read the
+                    # session and saves the application's own list): keep the caller's,
+                    # so the next comparison is one of identities again. Three probes
+                    # decide; a wrong guess costs speed, never correctness.
+                    if not n or (old[0] is given[0] and old[n // 2] is given[n // 2] and old[n - 1] is given[n - 1]):
+                        new = old
+                    else:
+                        new = given.copy()
+                        length = len(new)
+                        if new != old:
+                            # Changed by another thread since the comparison: the copy
+                            # is what gets saved and remembered; find its own prefix.
+                            prefix = common_prefix(old[:n], new)
+                if new is not old:
+                    del old[n:]  # nobody else extends it while it runs past n
             else:
-                candidate = (old if type(old) is tuple else tuple(old)) + given[n:]
-            if candidate == given:
-                prefix = n
-                # Equal, but perhaps not the same objects (a replica that read the session
-                # and saves the application's own list): keep the caller's, so the next
-                # comparison is one of identities again. Three probes decide; a wrong
-                # guess costs speed, never correctness.
-                if isinstance(given, tuple):
-                    new = given  # immutable: the snapshot as it is
-                elif not n or all(old[i] is given[i] for i in (0, n // 2, n - 1)):
-                    new = candidate
+                remembered = known.messages
+                candidate: Sequence[Message]
+                if isinstance(given, list):
+                    candidate = (remembered if type(remembered) is list else list(remembered)) + given[n:]
                 else:
-                    new = given.copy()
-                    if new != candidate:
-                        # Changed by another thread since the comparison: the copy is
-                        # what gets saved and remembered, so find its own prefix.
-                        prefix = common_prefix(old, new)
+                    candidate = (remembered if type(remembered) is tuple else tuple(remembered)) + given[n:]
+                if candidate == given:
+                    prefix = n
+                    new = given if isinstance(given, tuple) else candidate
         if new is None:
             new = given.copy() if isinstance(given, list) else given
-            prefix = common_prefix(old, new)
-        if not all(map(isinstance, new[prefix:], repeat(Message))):
-            check_messages(new)  # raises, naming the first item that is not a Message
-        return SavePlan(new, known, prefix)
+            length = len(new)
+            prefix = common_prefix(known.messages, new)
+        if not all(map(isinstance, new[prefix:length], repeat(Message))):
+            check_messages(new[:length])  # raises, naming the first item that is not a Message
+        return SavePlan(new, known, prefix, length)
 
     def learn(self, key: Hashable, known: Known) -> None:
-        """Remember ``known``, unless a newer version is remembered already."""
+        """Remember ``known``, unless something newer is remembered already: a higher
+        version, or the same one with more messages (appended by a store whose appends
+        leave the version as it is)."""
         if self.cache_sessions == 0:
             return
         with self._lock:
             current = self._entries.get(key)
-            if current is None or current.version <= known.version:
+            if current is None or (current.version, current.length) <= (known.version, known.length):
                 self._entries[key] = known
             self._entries.move_to_end(key)
             while len(self._entries) > self.cache_sessions:

@@ -314,7 +314,7 @@ class MySQLStore:
             # The store wrote these rows with encode_message: the trusted decoder skips
             # value checks they cannot fail.
             result = [decode_trusted(body) for _, body in stored]
-            if self._remembered.wants_read(key, int(rows[0][0])):
+            if self._remembered.wants_read(key, int(rows[0][0]), len(result)):
                 self._remembered.learn_read(
                     key, int(rows[0][0]), list(result), (bytes(digest) for digest, _ in stored)
                 )

@@ -291,7 +291,7 @@ class PostgresStore:
             result = [decode_trusted(r["body"]) for r in stored]
         except CodecError as exc:
             raise StoreError(f"read of session {session!r} failed: {exc}") from exc
-        if self._remembered.wants_read(key, rows[0]["version"]):
+        if self._remembered.wants_read(key, rows[0]["version"], len(result)):
             self._remembered.learn_read(key, rows[0]["version"], list(result), (r["digest"] for r in stored))
         return result
 

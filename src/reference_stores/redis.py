@@ -687,7 +687,7 @@ class RedisStore:
         if len(blob) != len(result) * DIGEST_SIZE:
             _damaged_key("read of", session, keys[1], f"holds {len(blob)} bytes of digests for {len(result)} messages, "
                          f"not {len(result) * DIGEST_SIZE}")
-        if version and self._remembered.wants_read(keys[0], version):
+        if version and self._remembered.wants_read(keys[0], version, len(result)):
             # The stored digests are already one concatenation: remembered as they are.
             self._remembered.learn_read(keys[0], version, list(result), (bytes(blob),))
         return result

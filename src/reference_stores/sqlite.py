@@ -37,6 +37,16 @@ Saves are incremental, through :mod:`reference_stores._incremental`: a ``version
 counter per session, a chain digest per message row, and a per-handle memory of recent
 sessions, so that a save finds the unchanged prefix, and writes only what changed, in
 work proportional to the change, whether this handle or another wrote last.
+
+A save that only appends leaves the version alone (a save that deletes rows raises it,
+by :data:`_VERSION_STEP`), so the common save, new messages after what this handle
+wrote or read last, is one ``INSERT ... SELECT`` in autocommit mode: its own
+transaction, guarded by the remembered version, and refused whole by the primary key
+if another handle appended meanwhile. It writes no session row and opens no
+transaction of its own. Refused, the save runs the transaction: ``BEGIN IMMEDIATE``,
+the version and the count of rows, the digests it needs. Releases before this one raised
+the version on every save and would miss rows appended without a raise; a trigger
+refuses their raise, so a process running one fails loudly.
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ from types import TracebackType
 from typing import Final, Literal
 
 from reference_stores._entry_codec import gc_paused
-from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
+from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered, SavePlan
 from storetest.codec import CodecError, decode_trusted, trusted_text_message
 from storetest.contract import (
     Message,
@@ -63,6 +73,11 @@ from storetest.contract import (
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA", "SYNCHRONOUS_MODES", "SQLiteStore"]
 
 _log = logging.getLogger(__name__)
+
+_OLDER_RELEASE: Final = (
+    "a SQLiteStore from a release before appends left the version alone is saving to this "
+    "database; upgrade storetest in that process"
+)
 
 #: How long a write waits for another connection's write lock before failing.
 BUSY_TIMEOUT_MS: Final = 30_000
@@ -97,7 +112,22 @@ SCHEMA: Final = (
     text BLOB NOT NULL
 )""",
     "CREATE INDEX IF NOT EXISTS storetest_steers_by_session ON storetest_steers (session, id)",
+    # Earlier releases raised the version by 1 on every save and so trusted an unchanged
+    # version to mean unchanged rows, appended ones included: they would miss rows this
+    # release appends. Their raise is refused, so such a process fails loudly.
+    f"""CREATE TRIGGER IF NOT EXISTS storetest_sessions_version_step
+BEFORE UPDATE OF version ON storetest_sessions WHEN NEW.version = OLD.version + 1
+BEGIN SELECT RAISE(ABORT, '{_OLDER_RELEASE}'); END""",
 )
+
+#: A save that changes rows other than by appending raises its session's version by
+#: this much (a save that only appends leaves it: the stored rows are then counted).
+#: Not 1, the step of earlier releases, which the schema's trigger refuses.
+_VERSION_STEP: Final = 2
+
+#: Most rows :func:`_append` writes in one statement (5 parameters a row, under the
+#: 999 that SQLite builds before 3.32 allow).
+_APPEND_ROWS_MAX: Final = 64
 
 
 _INSERT: Final = (
@@ -264,18 +294,22 @@ class SQLiteStore:
         session = check_session_id(session)
         key = session.encode("utf-8")
         plan = self._remembered.prepare(key, messages)
-        with self._operation(f"save to session {session!r}") as conn:
+        with self._operation("save to", session) as conn:
             try:
+                # The common save appends to what this handle wrote or read last: one
+                # statement, no transaction of its own to open, and no row but the new.
+                remembered = plan.start_append() if conn.isolation_level is None else None
+                if remembered is not None and _append(conn, key, remembered, plan):
+                    self._remembered.learn(key, plan.known(remembered))
+                    return
                 conn.execute("BEGIN IMMEDIATE")
-                # Reads the version and raises it in one statement; a save that turns
-                # out to change nothing rolls the raise back, so it writes nothing.
                 row = conn.execute(
-                    "UPDATE storetest_sessions SET version = version + 1 WHERE session = ? "
-                    "RETURNING id, version",
+                    "SELECT id, version, (SELECT position + 1 FROM storetest_messages WHERE session_id = id "
+                    "ORDER BY position DESC LIMIT 1) FROM storetest_sessions WHERE session = ?",
                     (key,),
                 ).fetchone()
-                stored_version: int | None = row[1] - 1 if row is not None else None
-                plan.start(stored_version)
+                stored_version: int | None = row[1] if row is not None else None
+                plan.start(stored_version, row[2] or 0 if row is not None else None)
                 while plan.fetch_from is not None:
                     assert row is not None  # the plan reads rows only of a stored session
                     plan.resolve(
@@ -298,12 +332,18 @@ class SQLiteStore:
                     ).fetchone()
                     version = 1
                 else:
-                    sid, version = row
+                    sid, version = row[0], row[1]
                 if plan.delete:
+                    # Rows other than appended ones change: the version says so (see
+                    # _VERSION_STEP).
                     conn.execute(
                         "DELETE FROM storetest_messages WHERE session_id = ? AND position >= ?",
                         (sid, plan.keep),
                     )
+                    conn.execute(
+                        f"UPDATE storetest_sessions SET version = version + {_VERSION_STEP} WHERE id = ?", (sid,)
+                    )
+                    version += _VERSION_STEP
                 new, rows = plan.new, plan.rows
                 if len(rows) == 1:
                     # The common save, one message more: execute skips executemany's
@@ -331,7 +371,7 @@ class SQLiteStore:
         """
         session = check_session_id(session)
         key = session.encode("utf-8")
-        with self._operation(f"read of session {session!r}") as conn:
+        with self._operation("read of", session) as conn:
             # One read transaction: the version and the rows come from one snapshot,
             # so what is remembered is what was stored at that version.
             conn.execute("BEGIN")
@@ -357,7 +397,7 @@ class SQLiteStore:
                     # Only the last chain digest (a save appending to what was read chains
                     # from it: see _incremental.Known), and only if the handle does not
                     # remember this version already.
-                    remember = self._remembered.wants_read(key, row[1])
+                    remember = self._remembered.wants_read(key, row[1], len(rows))
                     last = conn.execute(
                         "SELECT digest FROM storetest_messages WHERE session_id = ? ORDER BY position DESC LIMIT 1",
                         (row[0],),
@@ -390,7 +430,7 @@ class SQLiteStore:
         """
         session = check_session_id(session)
         text = check_steer_text(text)
-        with self._operation(f"add_steer to session {session!r}") as conn:
+        with self._operation("add_steer to", session) as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(
                 "INSERT INTO storetest_steers (session, text) VALUES (?, ?)",
@@ -407,7 +447,7 @@ class SQLiteStore:
         """
         session = check_session_id(session)
         key = session.encode("utf-8")
-        with self._operation(f"take_steers from session {session!r}") as conn:
+        with self._operation("take_steers from", session) as conn:
             # IMMEDIATE takes the write lock first; one DELETE ... RETURNING then removes
             # and returns the steers in one statement (it was a SELECT and a DELETE).
             conn.execute("BEGIN IMMEDIATE")
@@ -421,11 +461,11 @@ class SQLiteStore:
 
     # -- plumbing -----------------------------------------------------------------
 
-    def _operation(self, what: str) -> _Operation:
-        """``with self._operation("save to session 's'") as conn``: one operation under
+    def _operation(self, verb: str, session: str) -> _Operation:
+        """``with self._operation("save to", session) as conn``: one operation under
         the store's lock, rolled back on any failure, a ``sqlite3`` error turned into
-        ``StoreError("<what> failed: ...")``."""
-        return _Operation(self, what)
+        ``StoreError("save to session 's' failed: ...")``."""
+        return _Operation(self, verb, session)
 
     def _rollback_quietly(self) -> None:
         # The caller is already raising the error that matters; a rollback failing on
@@ -447,15 +487,58 @@ def _columns(message: Message, body: str) -> tuple[str | None, str]:
     return None, body
 
 
+def _append_statement(rows: int) -> str:
+    """The statement of :func:`_append` for this many rows."""
+    if rows == 1:
+        return (
+            "INSERT INTO storetest_messages (session_id, position, digest, role, body) "
+            "SELECT id, ?, ?, ?, ? FROM storetest_sessions WHERE session = ? AND version = ?"
+        )
+    values = ", ".join(["(?, ?, ?, ?)"] * rows)
+    return (
+        "INSERT INTO storetest_messages (session_id, position, digest, role, body) "
+        "SELECT s.id, v.column1, v.column2, v.column3, v.column4 "
+        f"FROM (VALUES {values}) AS v, storetest_sessions AS s WHERE s.session = ? AND s.version = ?"
+    )
+
+
+_APPEND_STATEMENTS: Final = [""] + [_append_statement(n) for n in range(1, _APPEND_ROWS_MAX + 1)]
+
+
+def _append(conn: sqlite3.Connection, key: bytes, version: int, plan: SavePlan) -> bool:
+    """Insert ``plan.rows``, which append to the rows stored at ``version``, in one
+    statement on a connection in autocommit mode: its own transaction, fsynced as a
+    ``COMMIT`` is. Whether it wrote them; it writes nothing if the version moved (rows
+    were rewritten) or another handle appended meanwhile (the first position is taken:
+    the primary key refuses the statement whole). The caller then plans again."""
+    rows, new = plan.rows, plan.new
+    if len(rows) > _APPEND_ROWS_MAX:
+        return False
+    params: list[object] = []
+    for position, digest, body in rows:
+        params += (position, digest, *_columns(new[position], body))
+    try:
+        cursor = conn.execute(_APPEND_STATEMENTS[len(rows)], (*params, key, version))
+    except sqlite3.IntegrityError:
+        return False
+    return cursor.rowcount == len(rows)
+
+
 class _Operation:
     """What :meth:`SQLiteStore._operation` returns: a class rather than a
     ``@contextmanager`` generator, which is dearer to build and step, on every call."""
 
-    __slots__ = ("_store", "_what")
+    __slots__ = ("_session", "_store", "_verb")
 
-    def __init__(self, store: SQLiteStore, what: str) -> None:
+    def __init__(self, store: SQLiteStore, verb: str, session: str) -> None:
         self._store = store
-        self._what = what
+        self._verb = verb
+        self._session = session
+
+    @property
+    def _what(self) -> str:
+        # Formatted only for an error, not on every call.
+        return f"{self._verb} session {self._session!r}"
 
     def __enter__(self) -> sqlite3.Connection:
         store = self._store
