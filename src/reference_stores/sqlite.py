@@ -309,7 +309,7 @@ class SQLiteStore:
                     (key,),
                 ).fetchone()
                 stored_version: int | None = row[1] if row is not None else None
-                plan.start(stored_version, row[2] or 0 if row is not None else None)
+                plan.start(stored_version, (row[2] or 0) if row is not None else None)
                 while plan.fetch_from is not None:
                     assert row is not None  # the plan reads rows only of a stored session
                     plan.resolve(
