@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import sqlite3
+import threading
+from collections import UserList
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -374,6 +376,21 @@ def test_remembered_buffers_grow_in_place_and_never_change_below_a_length() -> N
     assert edit.digest_at(10) == stored_rows(edited)[10][1]
 
 
+def test_a_save_refused_for_a_bad_item_leaves_the_buffer_as_it_was() -> None:
+    """The common save extends the remembered list before it type-checks the new
+    messages; refused, it takes them off again, so the next save extends the buffer
+    rather than copying it (and the refused item is not kept alive by the memory)."""
+    memory = Remembered()
+    base = conversation(10)
+    memory.learn(b"s", Known(1, list(base), b"".join(d for _, d in stored_rows(base))))
+    entry = cast_entry(memory)
+    with pytest.raises(TypeError, match=r"messages\[10\]"):
+        memory.prepare(b"s", [*base, "not a message"])  # type: ignore[list-item]
+    assert len(entry._messages) == 10
+    plan = memory.prepare(b"s", [*base, turn(10)])
+    assert plan.new is entry._messages and plan.length == 11
+
+
 def cast_entry(memory: Remembered) -> Known:
     entry = memory.get(b"s")
     assert entry is not None
@@ -407,6 +424,62 @@ def test_a_list_changed_during_the_comparison_is_saved_as_copied(tmp_path: Path)
         replica.save("s", transcript)  # no race now: must store the list as it is
         with SQLiteStore(path, cache_sessions=0) as fresh:
             assert fresh.messages("s") == [intruder, turn(1), turn(2)]
+
+
+@pytest.mark.parametrize("other", ["refused", "stalled"])
+def test_a_prefix_never_runs_past_what_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other: str
+) -> None:
+    """A save of a sequence that is neither a list nor a tuple compares it with the
+    remembered messages; another thread's save of a list extends the remembered buffer
+    in place meanwhile: a save refused for a bad item (which left it extended), or one
+    that has prepared and not yet reached the store's lock. The comparison must stop
+    at what the handle remembers: a prefix past it took a message the store never held
+    for stored, and the save wrote the rows after it only, leaving a gap. A pause in
+    common_prefix stands in for the thread switch."""
+    path = tmp_path / "race.sqlite"
+    base = conversation(10)
+    original = _incremental.common_prefix
+    paused, extended = threading.Event(), threading.Event()
+
+    def switch(old: Any, new: Any) -> int:
+        if threading.current_thread().name == "replica":
+            paused.set()
+            extended.wait(5)
+        return original(old, new)
+
+    with SQLiteStore(path) as store:
+        store.save("s", base[:9])
+        store.save("s", base)  # remembered as a list: the buffer later saves extend
+        monkeypatch.setattr(_incremental, "common_prefix", switch)
+        errors: list[BaseException] = []
+
+        def replica() -> None:
+            try:
+                store.save("s", UserList([*base, turn(10), turn(11)]))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=replica, name="replica")
+        thread.start()
+        assert paused.wait(5)
+        if other == "refused":
+            with pytest.raises(TypeError):
+                store.save("s", [*base, turn(10), "not a message"])  # type: ignore[list-item]
+        else:
+            store._remembered.prepare(b"s", [*base, turn(10)])  # the rest of its save never runs
+        extended.set()
+        thread.join(5)
+        monkeypatch.undo()
+        assert not errors
+        with SQLiteStore(path, cache_sessions=0) as fresh:
+            assert fresh.messages("s") == [*base, turn(10), turn(11)]
+        assert run_positions(path) == list(range(12))
+
+
+def run_positions(path: Path) -> list[int]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [p for (p,) in conn.execute("SELECT position FROM storetest_messages ORDER BY position")]
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "3", True])

@@ -177,9 +177,12 @@ class Known:
 
     @property
     def messages(self) -> Sequence[Message]:
-        """The ``length`` messages (a copy only if a later save extended the buffer)."""
+        """The ``length`` messages: a tuple as it is, a list buffer always copied (one
+        slice, which nothing below ``length`` can change under). Never the list itself,
+        which another thread's save may extend while the caller walks it: a comparison
+        that read its length then ran past ``length``, into messages never stored."""
         m = self._messages
-        return m if len(m) == self.length else m[: self.length]
+        return m if type(m) is tuple and len(m) == self.length else m[: self.length]
 
     @property
     def digests(self) -> bytes:
@@ -511,7 +514,11 @@ class Remembered:
             length = len(new)
             prefix = common_prefix(known.messages, new)
         if not all(map(isinstance, new[prefix:length], repeat(Message))):
-            check_messages(new[:length])  # raises, naming the first item that is not a Message
+            try:
+                check_messages(new[:length])  # raises, naming the first item that is not a Message
+            finally:
+                if new is known._messages:
+                    del new[n:]  # extended in place above: leave the buffer as it was
         return SavePlan(new, known, prefix, length)
 
     def learn(self, key: Hashable, known: Known) -> None:
