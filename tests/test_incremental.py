@@ -385,7 +385,7 @@ def test_a_save_refused_for_a_bad_item_leaves_the_buffer_as_it_was() -> None:
     memory.learn(b"s", Known(1, list(base), b"".join(d for _, d in stored_rows(base))))
     entry = cast_entry(memory)
     with pytest.raises(TypeError, match=r"messages\[10\]"):
-        memory.prepare(b"s", [*base, "not a message"])  # type: ignore[list-item]
+        memory.prepare(b"s", [*base, "not a message"])
     assert len(entry._messages) == 10
     plan = memory.prepare(b"s", [*base, turn(10)])
     assert plan.new is entry._messages and plan.length == 11
@@ -457,7 +457,7 @@ def test_a_prefix_never_runs_past_what_is_remembered(
         def replica() -> None:
             try:
                 store.save("s", UserList([*base, turn(10), turn(11)]))
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         thread = threading.Thread(target=replica, name="replica")

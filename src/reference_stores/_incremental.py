@@ -518,7 +518,7 @@ class Remembered:
                 check_messages(new[:length])  # raises, naming the first item that is not a Message
             finally:
                 if new is known._messages:
-                    del new[n:]  # extended in place above: leave the buffer as it was
+                    del cast("list[Message]", new)[n:]  # extended in place above: leave it as it was
         return SavePlan(new, known, prefix, length)
 
     def learn(self, key: Hashable, known: Known) -> None:
