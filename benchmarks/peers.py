@@ -408,17 +408,18 @@ class _Plain:
 class _OursPlain(_Plain):
     """A file our store made; each round inserts the row our save at that turn inserts."""
 
-    def __init__(self, path: Path, synchronous: str, rows: list[tuple[bytes, str | None, str]]) -> None:
+    def __init__(self, path: Path, synchronous: str, rows: list[tuple[Any, ...]]) -> None:
         super().__init__(path, synchronous)
         self.rows = rows
         (self.sid,) = self.conns[0].execute("SELECT id FROM storetest_sessions").fetchone()
         (self.start,) = self.conns[0].execute("SELECT count(*) FROM storetest_messages").fetchone()
 
     def insert(self, conn: sqlite3.Connection, r: int) -> None:
-        digest, role, body = self.rows[r]
+        digest, *columns = self.rows[r]
         conn.execute(
-            "INSERT INTO storetest_messages (session_id, position, digest, role, body) VALUES (?, ?, ?, ?, ?)",
-            (self.sid, self.start + r, digest, role, body),
+            "INSERT INTO storetest_messages (session_id, position, digest, role, body, kind, call_id, name) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (self.sid, self.start + r, digest, *columns),
         )
 
 
@@ -440,18 +441,18 @@ class PhysicalFloorTwo(PhysicalFloor):
 class OursSQL(_OursPlain):
     name = "our save's SQL alone"
 
-    def __init__(self, path: Path, synchronous: str, rows: list[tuple[bytes, str | None, str]]) -> None:
+    def __init__(self, path: Path, synchronous: str, rows: list[tuple[Any, ...]]) -> None:
         super().__init__(path, synchronous, rows)
         (self.version,) = self.conns[0].execute("SELECT version FROM storetest_sessions").fetchone()
 
     def turn(self, r: int) -> None:
         # The append of a handle that remembers the session: one statement, guarded by
         # the version it remembers, its own transaction (reference_stores.sqlite._append).
-        digest, role, body = self.rows[r]
+        digest, *columns = self.rows[r]
         cursor = self.conns[0].execute(
-            "INSERT INTO storetest_messages (session_id, position, digest, role, body) "
-            "SELECT id, ?, ?, ?, ? FROM storetest_sessions WHERE session = ? AND version = ?",
-            (self.start + r, digest, role, body, b"floor", self.version),
+            "INSERT INTO storetest_messages (session_id, position, digest, role, body, kind, call_id, name) "
+            "SELECT id, ?, ?, ?, ?, ?, ?, ? FROM storetest_sessions WHERE session = ? AND version = ?",
+            (self.start + r, digest, *columns, b"floor", self.version),
         )
         if cursor.rowcount != 1:
             raise RuntimeError("our save's SQL inserted nothing: the session's version moved")

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 from storetest import CodecError, Message, decode_message, encode_message
 from storetest._engine.strategies import messages
-from storetest.codec import decode_trusted, decode_trusted_json, trusted_text_message
+from storetest.codec import (
+    decode_trusted,
+    decode_trusted_json,
+    trusted_text_message,
+    trusted_tool_call_message,
+    trusted_tool_result_message,
+)
 from storetest.contract import _ATTACHMENT_DATA_SLOT, ROLES, Attachment, Text, ToolCall, ToolResult
 
 
@@ -166,6 +172,18 @@ def test_a_trusted_text_message_equals_the_checked_one(role: str, text: str) -> 
     made = trusted_text_message(role, text)
     assert made == Message.text(role, text)  # type: ignore[arg-type]
     assert hash(made) == hash(Message.text(role, text))  # type: ignore[arg-type]
+
+
+@given(st.sampled_from(sorted(ROLES)), st.text(), st.text(), st.text(), st.booleans())
+def test_trusted_tool_messages_equal_the_checked_ones(
+    role: str, call_id: str, name: str, text: str, is_error: bool
+) -> None:
+    call = trusted_tool_call_message(role, call_id, name, text)
+    result = trusted_tool_result_message(role, call_id, text, is_error)
+    assert call == Message(role, (ToolCall(call_id, name, text),))  # type: ignore[arg-type]
+    assert result == Message(role, (ToolResult(call_id, text, is_error),))  # type: ignore[arg-type]
+    assert hash(call) == hash(Message(role, (ToolCall(call_id, name, text),)))  # type: ignore[arg-type]
+    assert encode_message(result) == encode_message(Message(role, (ToolResult(call_id, text, is_error),)))  # type: ignore[arg-type]
 
 
 def test_a_trusted_text_message_skips_the_checks() -> None:

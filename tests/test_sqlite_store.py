@@ -19,7 +19,7 @@ import pytest
 from reference_stores import sqlite as sqlite_module
 from reference_stores._incremental import DIGEST_SIZE, chain_digests
 from reference_stores.sqlite import SCHEMA, SQLiteStore
-from storetest.codec import encode_message
+from storetest.codec import CodecError, decode_trusted, encode_message
 from storetest.contract import Attachment, Message, StoreError, Text, ToolCall, ToolResult
 
 TABLES = ("storetest_sessions", "storetest_messages", "storetest_steers")
@@ -28,6 +28,9 @@ TEXT_COLUMNS = {
     ("storetest_messages", "role"),
     ("storetest_messages", "body"),
     ("storetest_messages", "digest"),
+    ("storetest_messages", "kind"),
+    ("storetest_messages", "call_id"),
+    ("storetest_messages", "name"),
     ("storetest_steers", "session"),
     ("storetest_steers", "text"),
 }
@@ -136,6 +139,65 @@ def test_one_text_messages_are_stored_as_role_and_raw_text(store: SQLiteStore, d
     assert rows[1][0] is None and json.loads(rows[1][1])["role"] == "assistant"
     with SQLiteStore(db_path) as fresh:
         assert fresh.messages("s") == transcript
+
+
+def test_one_tool_call_or_result_is_stored_in_columns(store: SQLiteStore, db_path: Path) -> None:
+    """A message of one tool call or one tool result is its kind (role and type), call
+    id, tool name and raw text in columns, read back without JSON; ``role`` stays empty,
+    so a release that reads such a row as codec JSON fails on it instead of misreading."""
+    transcript = [
+        Message("assistant", (ToolCall("call_1", "lookup", '{"q": "a\\"b"}\x00'),)),
+        Message("tool", (ToolResult("call_1", "found\x00 it"),)),
+        Message("tool", (ToolResult("call_1", "", is_error=True),)),
+        Message("user", (ToolCall("", "", ""),)),
+        Message("assistant", (ToolCall("c", "n", "{}"), Text("and text"))),
+    ]
+    store.save("s", transcript)
+    rows = run_sql(db_path, "SELECT role, body, kind, call_id, name FROM storetest_messages ORDER BY position")
+    assert rows[:4] == [
+        (None, '{"q": "a\\"b"}\x00', "assistant call", "call_1", "lookup"),
+        (None, "found\x00 it", "tool result", "call_1", None),
+        (None, "", "tool error", "call_1", None),
+        (None, "", "user call", "", ""),
+    ]
+    assert rows[4][0] is None and rows[4][2:] == (None, None, None)
+    for body in (rows[0][1], rows[1][1]):
+        with pytest.raises(CodecError):
+            decode_trusted(body)
+    with SQLiteStore(db_path) as fresh:
+        assert fresh.messages("s") == transcript
+
+
+def test_a_file_from_before_tool_columns_is_read_and_written_on(db_path: Path) -> None:
+    """A file whose message table lacks the tool columns gets them when opened; its rows
+    (tool calls as codec JSON) read as before, and new ones are kept in columns."""
+    old = [Message("assistant", (ToolCall("call_1", "lookup", "{}"),)), Message("tool", (ToolResult("call_1", "ok"),))]
+    with closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+        conn.execute("CREATE TABLE storetest_sessions (id INTEGER PRIMARY KEY, session BLOB NOT NULL UNIQUE, "
+                     "version INTEGER NOT NULL)")
+        conn.execute("CREATE TABLE storetest_messages (session_id INTEGER NOT NULL, position INTEGER NOT NULL, "
+                     "digest BLOB NOT NULL, role TEXT, body TEXT NOT NULL, PRIMARY KEY (session_id, position)) "
+                     "WITHOUT ROWID")
+        conn.execute("INSERT INTO storetest_sessions VALUES (1, CAST('s' AS BLOB), 1)")
+        digests = chain_digests(b"", [encode_message(m) for m in old])
+        for i, message in enumerate(old):
+            conn.execute("INSERT INTO storetest_messages VALUES (1, ?, ?, NULL, ?)",
+                         (i, digests[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE], encode_message(message)))
+    with SQLiteStore(db_path) as store:
+        assert store.messages("s") == old
+        grown = [*old, Message("tool", (ToolResult("call_1", "more"),))]
+        store.save("s", grown)
+    with SQLiteStore(db_path) as fresh:
+        assert fresh.messages("s") == grown
+    assert run_sql(db_path, "SELECT kind FROM storetest_messages ORDER BY position") == [
+        (None,), (None,), ("tool result",)]
+
+
+def test_a_row_of_unknown_kind_is_refused_by_name(store: SQLiteStore, db_path: Path) -> None:
+    store.save("s", [Message("tool", (ToolResult("c", "ok"),))])
+    run_sql(db_path, "UPDATE storetest_messages SET kind = 'tool sideways'")
+    with SQLiteStore(db_path) as fresh, pytest.raises(StoreError, match="unknown kind 'tool sideways'"):
+        fresh.messages("s")
 
 
 @pytest.mark.parametrize("text_factory", [bytes, lambda b: b.decode("utf-8", "replace").upper()])

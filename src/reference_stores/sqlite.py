@@ -6,7 +6,9 @@ How it keeps each SQLite fact that breaks naive stores:
 - *A column declared ``JSON`` or ``STRING`` has NUMERIC affinity* (``'1.0'`` comes back
   as ``1``): every column holding text is declared ``TEXT`` or ``BLOB``. A message that
   is one piece of text, the common one, is its ``role`` and its raw text in ``body``
-  (both ``TEXT``), read back with no JSON to parse; any other message is
+  (both ``TEXT``), read back with no JSON to parse; so is a message of one tool call or
+  one tool result, as its ``kind``, ``call_id``, tool ``name`` and raw arguments or
+  content in ``body`` (see ``_columns``); any other message is
   :func:`storetest.codec.encode_message` text in ``body``, with no ``role``. Session ids
   and steer text are ``BLOB`` of their UTF-8 bytes, so keys compare with ``memcmp``:
   no collation, case, accent, normalization or trailing-space folding.
@@ -55,17 +57,26 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Final, Literal
+from typing import Final, Literal, cast
 
 from reference_stores._entry_codec import gc_paused
 from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered, SavePlan
-from storetest.codec import CodecError, decode_trusted, trusted_text_message
+from storetest.codec import (
+    CodecError,
+    decode_trusted,
+    trusted_text_message,
+    trusted_tool_call_message,
+    trusted_tool_result_message,
+)
 from storetest.contract import (
+    ROLES,
     Message,
     StoreError,
     Text,
+    ToolCall,
+    ToolResult,
     check_session_id,
     check_steer_text,
 )
@@ -104,6 +115,9 @@ SCHEMA: Final = (
     digest BLOB NOT NULL,
     role TEXT,
     body TEXT NOT NULL,
+    kind TEXT,
+    call_id TEXT,
+    name TEXT,
     PRIMARY KEY (session_id, position)
 ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS storetest_steers (
@@ -125,13 +139,17 @@ BEGIN SELECT RAISE(ABORT, '{_OLDER_RELEASE}'); END""",
 #: Not 1, the step of earlier releases, which the schema's trigger refuses.
 _VERSION_STEP: Final = 2
 
-#: Most rows :func:`_append` writes in one statement (5 parameters a row, under the
+#: Most rows :func:`_append` writes in one statement (7 parameters a row, under the
 #: 999 that SQLite builds before 3.32 allow).
 _APPEND_ROWS_MAX: Final = 64
 
+#: The columns a file made before tool parts had columns of their own lacks, and gets
+#: when opened (``ALTER TABLE ... ADD COLUMN``; every row it holds then reads as before).
+_ADDED_COLUMNS: Final = ("kind", "call_id", "name")
 
 _INSERT: Final = (
-    "INSERT INTO storetest_messages (session_id, position, digest, role, body) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO storetest_messages (session_id, position, digest, role, body, kind, call_id, name) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -252,6 +270,14 @@ class SQLiteStore:
         conn.execute("BEGIN IMMEDIATE")
         for statement in SCHEMA:
             conn.execute(statement)
+        factory, conn.text_factory = conn.text_factory, str  # an application's may make bytes
+        try:
+            present = {column for _, column, *_ in conn.execute("PRAGMA table_info(storetest_messages)")}
+        finally:
+            conn.text_factory = factory
+        for column in _ADDED_COLUMNS:
+            if column not in present:
+                conn.execute(f"ALTER TABLE storetest_messages ADD COLUMN {column} TEXT")
         conn.execute("COMMIT")
 
     def __repr__(self) -> str:
@@ -391,7 +417,8 @@ class SQLiteStore:
             with gc_paused():
                 try:
                     rows = conn.execute(
-                        "SELECT role, body FROM storetest_messages WHERE session_id = ? ORDER BY position",
+                        "SELECT role, body, kind, call_id, name FROM storetest_messages "
+                        "WHERE session_id = ? ORDER BY position",
                         (row[0],),
                     ).fetchall()
                     # Only the last chain digest (a save appending to what was read chains
@@ -409,11 +436,15 @@ class SQLiteStore:
                     # The store wrote these rows itself, from checked messages: the trusted
                     # constructors skip value checks they cannot fail.
                     result = [
-                        decode_trusted(body) if role is None else trusted_text_message(role, body)
-                        for role, body in rows
+                        trusted_text_message(role, body) if role is not None
+                        else decode_trusted(body) if kind is None
+                        else _ONE_PART[kind](call_id, name, body)
+                        for role, body, kind, call_id, name in rows
                     ]
                 except CodecError as exc:
                     raise StoreError(f"read of session {session!r} failed: {exc}") from exc
+                except KeyError as exc:
+                    raise StoreError(f"read of session {session!r} failed: a row of unknown kind {exc}") from None
                 # The rows are dropped before the collector resumes, so its pass over
                 # what the read made does not walk them too.
                 del rows
@@ -477,27 +508,51 @@ class SQLiteStore:
             _log.warning("rollback failed on SQLite database %s", self._where, exc_info=True)
 
 
-def _columns(message: Message, body: str) -> tuple[str | None, str]:
-    """A message row's ``(role, body)``: the role and the raw text of a message that is
-    one piece of text, the common one, which reads back without any JSON; otherwise no
-    role and the message's :func:`~storetest.codec.encode_message` text, ``body``."""
+def _columns(message: Message, body: str) -> tuple[str | None, str, str | None, str | None, str | None]:
+    """A message row's ``(role, body, kind, call_id, name)``. A message of one part, the
+    common ones, is kept in columns and reads back with no JSON to parse: one text as
+    its role and raw text in ``body``; one tool call or one tool result as ``kind`` (its
+    role and the part's type: :data:`_ONE_PART`), its call id, the tool's name (a call)
+    and its raw arguments or content in ``body``. Any other message is its
+    :func:`~storetest.codec.encode_message` text, ``body``, and nothing else. ``role``
+    is set for one text alone: a release before tool parts had columns reads the other
+    rows as encoded messages, and fails on them rather than misreading them."""
     content = message.content
-    if len(content) == 1 and type(content[0]) is Text:
-        return message.role, content[0].text
-    return None, body
+    if len(content) == 1:
+        part = content[0]
+        kind = type(part)
+        if kind is Text:
+            return message.role, part.text, None, None, None  # type: ignore[union-attr]
+        if kind is ToolCall:
+            return None, part.arguments, f"{message.role} call", part.id, part.name  # type: ignore[union-attr]
+        if kind is ToolResult:
+            result = "error" if part.is_error else "result"  # type: ignore[union-attr]
+            return None, part.content, f"{message.role} {result}", part.call_id, None  # type: ignore[union-attr]
+    return None, body, None, None, None
+
+
+def _one_part(role: str, kind: str) -> Callable[[str, str | None, str], Message]:
+    if kind == "call":
+        return lambda call_id, name, body: trusted_tool_call_message(role, call_id, cast(str, name), body)
+    is_error = kind == "error"
+    return lambda call_id, _, body: trusted_tool_result_message(role, call_id, body, is_error)
+
+
+#: ``kind`` column value: what builds the message from ``(call_id, name, body)``.
+_ONE_PART: Final = {f"{role} {kind}": _one_part(role, kind) for role in ROLES for kind in ("call", "result", "error")}
 
 
 def _append_statement(rows: int) -> str:
     """The statement of :func:`_append` for this many rows."""
     if rows == 1:
         return (
-            "INSERT INTO storetest_messages (session_id, position, digest, role, body) "
-            "SELECT id, ?, ?, ?, ? FROM storetest_sessions WHERE session = ? AND version = ?"
+            "INSERT INTO storetest_messages (session_id, position, digest, role, body, kind, call_id, name) "
+            "SELECT id, ?, ?, ?, ?, ?, ?, ? FROM storetest_sessions WHERE session = ? AND version = ?"
         )
-    values = ", ".join(["(?, ?, ?, ?)"] * rows)
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
     return (
-        "INSERT INTO storetest_messages (session_id, position, digest, role, body) "
-        "SELECT s.id, v.column1, v.column2, v.column3, v.column4 "
+        "INSERT INTO storetest_messages (session_id, position, digest, role, body, kind, call_id, name) "
+        "SELECT s.id, v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7 "
         f"FROM (VALUES {values}) AS v, storetest_sessions AS s WHERE s.session = ? AND s.version = ?"
     )
 

@@ -28,6 +28,8 @@ from storetest.codec import (
     encode_message,
     encode_messages,
     trusted_text_message,
+    trusted_tool_call_message,
+    trusted_tool_result_message,
 )
 from storetest.contract import (
     MAX_ID_BYTES,
@@ -110,6 +112,8 @@ __all__ = [
     "run_conformance",
     "session_stores",
     "trusted_text_message",
+    "trusted_tool_call_message",
+    "trusted_tool_result_message",
 ]
 
 

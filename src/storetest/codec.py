@@ -43,6 +43,8 @@ __all__ = [
     "encode_message",
     "encode_messages",
     "trusted_text_message",
+    "trusted_tool_call_message",
+    "trusted_tool_result_message",
 ]
 
 
@@ -216,6 +218,37 @@ def trusted_text_message(role: str, text: str) -> Message:
     """
     part = _new(Text)
     _set_text(part, text)
+    message = _new(Message)
+    _set_role(message, role)
+    _set_content(message, (part,))
+    return message
+
+
+def trusted_tool_call_message(role: str, call_id: str, name: str, arguments: str) -> Message:
+    """``Message(role, (ToolCall(call_id, name, arguments),))`` without their checks,
+    for fields the caller stored itself from a checked message of that one part (a store
+    that keeps such a message in columns rather than as encoded JSON). As
+    :func:`trusted_text_message`: values from anywhere else must go through the
+    constructors."""
+    part = _new(ToolCall)
+    _set_call_id(part, call_id)
+    _set_call_name(part, name)
+    _set_call_arguments(part, arguments)
+    message = _new(Message)
+    _set_role(message, role)
+    _set_content(message, (part,))
+    return message
+
+
+def trusted_tool_result_message(role: str, call_id: str, content: str, is_error: bool) -> Message:
+    """``Message(role, (ToolResult(call_id, content, is_error),))`` without their checks,
+    for fields the caller stored itself from a checked message of that one part. As
+    :func:`trusted_text_message`: values from anywhere else must go through the
+    constructors."""
+    part = _new(ToolResult)
+    _set_result_call_id(part, call_id)
+    _set_result_content(part, content)
+    _set_result_is_error(part, is_error)
     message = _new(Message)
     _set_role(message, role)
     _set_content(message, (part,))
