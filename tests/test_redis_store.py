@@ -25,7 +25,8 @@ from reference_stores.redis import RedisStore, session_key  # noqa: E402
 from storetest import StoreError  # noqa: E402
 from storetest._engine.servers import LocalServer  # noqa: E402
 from storetest._engine.servers import redis as redis_databases  # noqa: E402
-from storetest.contract import Message  # noqa: E402
+from storetest.codec import CodecError, decode_trusted  # noqa: E402
+from storetest.contract import Message, Text, ToolCall, ToolResult  # noqa: E402
 from tests.test_incremental import Counted, conversation  # noqa: E402
 
 ODD_IDS = ["x", "x:messages", "}x", "{a}", "a{b}c", "{", "}", "{}", "%7D", "%", "X", "x ", "é", "e\u0301", "a\x00b"]
@@ -160,6 +161,38 @@ def test_a_read_a_last_writers_save_and_an_empty_take_are_one_round_trip_each(
         await store.save("s", edited)
         assert await requests(other.save("s", conv[:14])) == [b"EVALSHA", b"EVALSHA"]
         assert await store.messages("s") == conv[:14]
+        await client.aclose()
+
+    run(main)
+
+
+def test_one_tool_call_or_result_is_an_element_read_without_json(private_server: LocalServer) -> None:
+    """One tool call or one tool result is stored in a form of its own (lengths, then the
+    raw strings), read back with no JSON; it starts with ``{`` but is no JSON, so a
+    release reading it as codec JSON fails on it rather than misreading it."""
+    transcript = [
+        Message("assistant", (ToolCall("call:1", "look:up", '{"q": "a:b"}\x00é'),)),
+        Message("tool", (ToolResult("call:1", "found:\x00 it"),)),
+        Message("tool", (ToolResult("", "", is_error=True),)),
+        Message("user", (ToolCall("", "", ""),)),
+        Message("assistant", (ToolCall("c", "n", "{}"), Text("and text"))),
+    ]
+
+    async def main() -> None:
+        client = Redis.from_url(private_server.url)
+        await RedisStore(client).save("s", transcript)
+        elements = await client.lrange(session_key("storetest:", "s", "m"), 0, -1)
+        assert elements[:4] == [
+            '{!assistant:6:7:call:1look:up{"q": "a:b"}\x00é'.encode(),
+            "{?tool:6:0:call:1found:\x00 it".encode(),
+            b"{?tool:0:1:",
+            b"{!user:0:0:",
+        ]
+        assert elements[4].startswith(b'{"role":"assistant"')
+        for element in elements[:2]:
+            with pytest.raises(CodecError):
+                decode_trusted(element)
+        assert await RedisStore(client).messages("s") == transcript
         await client.aclose()
 
     run(main)

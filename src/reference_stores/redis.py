@@ -137,19 +137,27 @@ import secrets
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, NoReturn, TypeVar
+from typing import Any, Final, NoReturn, TypeVar, cast
 
 import redis.asyncio
 import redis.exceptions
 
 from reference_stores._entry_codec import gc_paused
 from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, DIGEST_SIZE, Remembered
-from storetest.codec import CodecError, decode_trusted, trusted_text_message
+from storetest.codec import (
+    CodecError,
+    decode_trusted,
+    trusted_text_message,
+    trusted_tool_call_message,
+    trusted_tool_result_message,
+)
 from storetest.contract import (
     Message,
     OutcomeUnknown,
     StoreError,
     Text,
+    ToolCall,
+    ToolResult,
     check_session_id,
     check_steer_text,
 )
@@ -506,13 +514,26 @@ def _raised_in_driver(exc: BaseException) -> bool:
 
 
 def _element(message: Message, body: str) -> bytes:
-    """A message's element in the ``:m`` list: ``role:text`` for the common message, one
-    piece of text, which reads back without any JSON; otherwise its
-    :func:`~storetest.codec.encode_message` text ``body`` (which starts with ``{``, as
-    no role does)."""
+    """A message's element in the ``:m`` list. The common messages read back without any
+    JSON: one piece of text as ``role:text``; one tool call as ``{!role:m:n:`` and then
+    its call id (``m`` characters), tool name (``n``) and raw arguments; one tool result
+    as ``{?role:m:e:`` (``e`` 1 for an error), its call id and raw content. Any other
+    message is its :func:`~storetest.codec.encode_message` text ``body``, which starts
+    with ``{"``. No role starts with ``{``, and ``{!`` or ``{?`` is no JSON: a release
+    before the tool forms, reading one as codec JSON, fails on it rather than misreading."""
     content = message.content
-    if len(content) == 1 and type(content[0]) is Text:
-        return f"{message.role}:{content[0].text}".encode()
+    if len(content) == 1:
+        part = content[0]
+        kind = type(part)
+        if kind is Text:
+            return f"{message.role}:{part.text}".encode()  # type: ignore[union-attr]
+        if kind is ToolCall:
+            call = cast(ToolCall, part)
+            return f"{{!{message.role}:{len(call.id)}:{len(call.name)}:{call.id}{call.name}{call.arguments}".encode()
+        if kind is ToolResult:
+            result = cast(ToolResult, part)
+            error = int(result.is_error)
+            return f"{{?{message.role}:{len(result.call_id)}:{error}:{result.call_id}{result.content}".encode()
     return body.encode()
 
 
@@ -521,6 +542,15 @@ def _message(element: bytes) -> Message:
     the trusted readers skip value checks it cannot fail."""
     text = element.decode("utf-8")
     if text.startswith("{"):
+        form = text[1:2]
+        if form == "!":
+            role, m, n, rest = text[2:].split(":", 3)
+            i, j = int(m), int(m) + int(n)
+            return trusted_tool_call_message(role, rest[:i], rest[i:j], rest[j:])
+        if form == "?":
+            role, m, error, rest = text[2:].split(":", 3)
+            i = int(m)
+            return trusted_tool_result_message(role, rest[:i], rest[i:], error == "1")
         return decode_trusted(text)
     role, _, rest = text.partition(":")
     return trusted_text_message(role, rest)
