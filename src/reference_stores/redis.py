@@ -32,8 +32,9 @@ the steers it took), ``:p`` the receipts in flight (a sorted set: token -> the s
 time in microseconds when the take ran), ``:a`` those given up (a set), ``:o`` the ages
 of receipts holding steers of older ones (a sorted set: token -> the age of the oldest
 receipt it took from). A message of one piece of text, the
-common one, is stored as ``role:text`` and read back without any JSON; any other as its
-JSON text, which starts with ``{`` (no role does).
+common one, is stored as ``role:text`` and read back without any JSON, and so is one of
+one tool call or one tool result, in a form of its own (:func:`_element`); any other as
+its JSON text, which starts with ``{"`` (no role starts with ``{``).
 
 Saves write only what changed, through :mod:`reference_stores._incremental`. The save
 script runs if the stored version is the one the handle planned for, or if the stored
