@@ -346,7 +346,7 @@ def test_remembered_buffers_grow_in_place_and_never_change_below_a_length() -> N
     was learned, never learned (it failed), or differed in the middle."""
     memory = Remembered()
     base = conversation(10)
-    memory.learn(b"s", Known(1, list(base), b"".join(d for _, d in stored_rows(base))))
+    memory.learn(b"s", Known(1, list(base), bytearray(b"".join(d for _, d in stored_rows(base)))))
     entry = cast_entry(memory)
     buffer = entry._messages
 
@@ -354,12 +354,19 @@ def test_remembered_buffers_grow_in_place_and_never_change_below_a_length() -> N
     plan = memory.prepare(b"s", grown)
     assert plan.new is buffer and plan.length == 11  # extended, not copied
     assert entry.messages == base and entry.length == 10
-    assert plan.start_append() == 1 and [p for p, _, _ in plan.rows] == [10]
-    # Never learned (the save failed): a save from the older entry copies instead.
+    del buffer[10:]  # as if that save failed before it was learned
+    appending = memory.plan_append(b"s", grown)
+    assert appending is not None
+    after, rows = appending
+    assert after._messages is buffer and after.length == 11 and after._digests is entry._digests
+    assert rows == [(10, stored_rows(grown)[10][1], encode_message(turn(10)))]
+    assert after.digests == b"".join(d for _, d in stored_rows(grown))
+    # Never learned (the statement was refused): a save from the older entry copies.
+    assert memory.plan_append(b"s", [*base, turn(10, "b")]) is None
     other = [*base, turn(10, "b"), turn(11, "b")]
     second = memory.prepare(b"s", other)
     assert second.new is not buffer and list(second.new) == other
-    assert entry.messages == base and list(plan.new[: plan.length]) == grown
+    assert entry.messages == base and after.messages == grown
     second.start(1)
     assert [p for p, _, _ in second.rows] == [10, 11]
     assert second.digest_at(11) == stored_rows(other)[11][1]
@@ -374,6 +381,35 @@ def test_remembered_buffers_grow_in_place_and_never_change_below_a_length() -> N
     edit.start(1)
     assert [p for p, _, _ in edit.rows] == list(range(4, 11))
     assert edit.digest_at(10) == stored_rows(edited)[10][1]
+
+
+def test_plan_append_takes_only_the_remembered_messages_and_new_ones_after_them() -> None:
+    """The one-step plan of the common save: anything but the very remembered messages
+    followed by new ones (an edit where no probe looks, equal copies, a tuple, a bad
+    item, nothing new, a handle that saw another writing) is left to ``prepare``, and
+    leaves the remembered buffer as it was."""
+    memory = Remembered()
+    base = conversation(10)
+    digests = b"".join(d for _, d in stored_rows(base))
+    memory.learn(b"s", Known(1, list(base), bytearray(digests)))
+    edited = list(base)
+    edited[3] = turn(3, "edited")  # not at 0, n // 2 or n - 1, where the probes look
+    copies = [Message.text(m.role, cast_text(m)) for m in base]
+    for refused in ([*edited, turn(10)], [*copies, turn(10)], (*base, turn(10)), [*base, "not a message"],
+                    list(base), base[:9]):
+        assert memory.plan_append(b"s", refused) is None, refused
+        assert len(cast_entry(memory)._messages) == 10
+    appending = memory.plan_append(b"s", [*base, turn(10), turn(11)])
+    assert appending is not None and [row[0] for row in appending[1]] == [10, 11]
+    shared = Remembered()
+    shared.learn(b"s", Known(1, list(base), bytearray(digests), shared=True))
+    assert shared.plan_append(b"s", [*base, turn(10)]) is None
+
+
+def cast_text(message: Message) -> str:
+    part = message.content[0]
+    assert isinstance(part, Text)
+    return part.text
 
 
 def test_a_save_refused_for_a_bad_item_leaves_the_buffer_as_it_was() -> None:

@@ -184,7 +184,7 @@ def test_one_tool_call_or_result_is_an_element_read_without_json(private_server:
         elements = await client.lrange(session_key("storetest:", "s", "m"), 0, -1)
         assert elements[:4] == [
             '{!assistant:6:7:call:1look:up{"q": "a:b"}\x00é'.encode(),
-            "{?tool:6:0:call:1found:\x00 it".encode(),
+            b"{?tool:6:0:call:1found:\x00 it",
             b"{?tool:0:1:",
             b"{!user:0:0:",
         ]

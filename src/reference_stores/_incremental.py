@@ -40,7 +40,7 @@ remembered list extended in place, with no copy or slice of the prefix):
 
 0. where appends leave the version alone, a save that only appends to what the handle
    remembers may be tried first as one statement, guarded by the remembered version
-   and the uniqueness of positions (:meth:`SavePlan.start_append`); refused, it goes on
+   and the uniqueness of positions (:meth:`Remembered.plan_append`); refused, it goes on
    as below, and so do the next saves while another handle writes the session too;
 
 1. the stored version is the remembered one: the stored rows are the remembered
@@ -172,7 +172,7 @@ class Known:
         self.length = len(messages) if length is None else length
         #: Whether the save that learned this found that another handle had written
         #: since this one last did: the next save expects the same (see
-        #: :meth:`SavePlan.start_append`).
+        #: :meth:`Remembered.plan_append`).
         self.shared = shared
 
     @property
@@ -298,21 +298,11 @@ class SavePlan:
             # vouches for it.
             self.fetch_from = max(self._prefix - 1, 0)
 
-    def start_append(self) -> int | None:
-        """Plan as if the stored rows were still the remembered ones, for a store whose
-        appends leave the version as it is. If the save then only appends rows, the
-        remembered version: the store may write :attr:`rows` in one statement guarded
-        by that version and by the uniqueness of positions (nobody appended since).
-        If that writes nothing, or this returns ``None``, the store runs the plan as
-        usual, from :meth:`start`."""
-        known = self._known
-        p = self._prefix
-        if known is None or known.shared or not known.version or p != known.length or not p or known.first > p - 1:
-            # Another handle writes this session too (two replicas taking turns): the
-            # statement would be refused more often than not.
-            return None
-        self._finish(p, ())
-        return known.version if self.rows else None
+    def reuse(self, rows: Sequence[tuple[int, bytes, str]]) -> None:
+        """Take rows :meth:`Remembered.plan_append` encoded for this transcript, whose
+        one statement was refused: a plan that keeps as many rows encodes nothing twice."""
+        if rows:
+            self._encoded = (rows[0][0], [row[2] for row in rows], b"".join([row[1] for row in rows]))
 
     def resolve(self, rows: Sequence[tuple[int, bytes]]) -> None:
         """Take the stored ``(position, digest)`` rows asked for by :attr:`fetch_from`.
@@ -520,6 +510,55 @@ class Remembered:
                 if new is known._messages:
                     del cast("list[Message]", new)[n:]  # extended in place above: leave it as it was
         return SavePlan(new, known, prefix, length)
+
+    def plan_append(self, key: Hashable, messages: object) -> tuple[Known, list[tuple[int, bytes, str]]] | None:
+        """The common save planned in one step, for a store whose appends leave the
+        version alone: if ``messages`` is a list holding the very messages this handle
+        remembers for ``key`` and new ones after them, and no other handle was seen
+        writing the session, what to remember once the new rows are written and the
+        ``(position, chain digest, encode_message text)`` rows, which append to the rows
+        stored at the remembered version. The store writes them in one statement
+        guarded by that version and by the uniqueness of positions (nobody appended
+        since); written, it learns what this returns. Otherwise (``None``, or the
+        statement refused) it saves through :meth:`prepare` as usual. A handle whose
+        save found another's rows skips this until a save finds none: the statement
+        would be refused more often than not (two replicas taking turns).
+
+        What :meth:`prepare` and :meth:`SavePlan.start` would do for such a save, with
+        no plan object: this is the one save of every agent turn."""
+        known = self._entries.get(key)  # one dict read; learn() keeps it up to date
+        if known is None or known.shared or not known.version or type(messages) is not list:
+            return None
+        n = known.length
+        old = known._messages
+        first = known.first
+        if not n or len(messages) <= n or first > n - 1:
+            return None
+        tail = messages[n:]
+        if type(old) is not list:
+            old = [*known.messages, *tail]  # a tuple remembered: a list once, extended from then on
+        elif not _extend(old, n, tail):
+            return None
+        if not (
+            old == messages
+            and old[0] is messages[0] and old[n // 2] is messages[n // 2] and old[n - 1] is messages[n - 1]
+            and all(map(isinstance, tail, repeat(Message)))
+        ):
+            del old[n:]  # nobody else extends it while it runs past n
+            return None
+        buffer = known._digests
+        end = (n - first) * DIGEST_SIZE
+        last = bytes(buffer[end - DIGEST_SIZE : end])
+        rows = []
+        for position, message in enumerate(tail, n):
+            body = encode_message(message)
+            last = chain_digest(last, body)
+            rows.append((position, last, body))
+        digests = b"".join([row[1] for row in rows])
+        if not (type(buffer) is bytearray and _extend(buffer, end, digests)):
+            buffer = bytearray(buffer[:end])  # a copy once; later saves extend it
+            buffer += digests
+        return Known(known.version, old, buffer, first, len(old)), rows
 
     def learn(self, key: Hashable, known: Known) -> None:
         """Remember ``known``, unless something newer is remembered already: a higher

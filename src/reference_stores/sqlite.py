@@ -62,7 +62,7 @@ from types import TracebackType
 from typing import Final, Literal, cast
 
 from reference_stores._entry_codec import gc_paused
-from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered, SavePlan
+from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Known, Remembered
 from storetest.codec import (
     CodecError,
     decode_trusted,
@@ -319,15 +319,25 @@ class SQLiteStore:
         """
         session = check_session_id(session)
         key = session.encode("utf-8")
-        plan = self._remembered.prepare(key, messages)
+        # The common save appends to what this handle wrote or read last: one statement,
+        # no transaction of its own to open, and no row but the new. Either way the
+        # messages are checked before the database is touched.
+        appending = self._remembered.plan_append(key, messages) if self._in_autocommit() else None
+        plan = self._remembered.prepare(key, messages) if appending is None else None
         with self._operation("save to", session) as conn:
-            try:
-                # The common save appends to what this handle wrote or read last: one
-                # statement, no transaction of its own to open, and no row but the new.
-                remembered = plan.start_append() if conn.isolation_level is None else None
-                if remembered is not None and _append(conn, key, remembered, plan):
-                    self._remembered.learn(key, plan.known(remembered))
+            if appending is not None:
+                try:
+                    appended = conn.isolation_level is None and _append(conn, key, *appending)
+                except BaseException:
+                    self._remembered.forget(key)
+                    raise
+                if appended:
+                    self._remembered.learn(key, appending[0])
                     return
+                plan = self._remembered.prepare(key, messages)
+                plan.reuse(appending[1])
+            assert plan is not None
+            try:
                 conn.execute("BEGIN IMMEDIATE")
                 row = conn.execute(
                     "SELECT id, version, (SELECT position + 1 FROM storetest_messages WHERE session_id = id "
@@ -492,6 +502,14 @@ class SQLiteStore:
 
     # -- plumbing -----------------------------------------------------------------
 
+    def _in_autocommit(self) -> bool:
+        """Whether the connection is in autocommit mode (the store's own always is), where
+        one statement is its own transaction. Read again under the lock before use."""
+        try:
+            return self._conn.isolation_level is None
+        except sqlite3.ProgrammingError:
+            return False  # closed: the operation says so
+
     def _operation(self, verb: str, session: str) -> _Operation:
         """``with self._operation("save to", session) as conn``: one operation under
         the store's lock, rolled back on any failure, a ``sqlite3`` error turned into
@@ -560,20 +578,21 @@ def _append_statement(rows: int) -> str:
 _APPEND_STATEMENTS: Final = [""] + [_append_statement(n) for n in range(1, _APPEND_ROWS_MAX + 1)]
 
 
-def _append(conn: sqlite3.Connection, key: bytes, version: int, plan: SavePlan) -> bool:
-    """Insert ``plan.rows``, which append to the rows stored at ``version``, in one
-    statement on a connection in autocommit mode: its own transaction, fsynced as a
-    ``COMMIT`` is. Whether it wrote them; it writes nothing if the version moved (rows
-    were rewritten) or another handle appended meanwhile (the first position is taken:
-    the primary key refuses the statement whole). The caller then plans again."""
-    rows, new = plan.rows, plan.new
+def _append(conn: sqlite3.Connection, key: bytes, after: Known, rows: list[tuple[int, bytes, str]]) -> bool:
+    """Insert ``rows`` (``Remembered.plan_append``'s), which append to the rows stored at
+    ``after.version``, in one statement on a connection in autocommit mode: its own
+    transaction, fsynced as a ``COMMIT`` is. Whether it wrote them; it writes nothing if
+    the version moved (rows were rewritten) or another handle appended meanwhile (the
+    first position is taken: the primary key refuses the statement whole). The caller
+    then saves as usual."""
     if len(rows) > _APPEND_ROWS_MAX:
         return False
+    messages = after._messages
     params: list[object] = []
     for position, digest, body in rows:
-        params += (position, digest, *_columns(new[position], body))
+        params += (position, digest, *_columns(messages[position], body))
     try:
-        cursor = conn.execute(_APPEND_STATEMENTS[len(rows)], (*params, key, version))
+        cursor = conn.execute(_APPEND_STATEMENTS[len(rows)], (*params, key, after.version))
     except sqlite3.IntegrityError:
         return False
     return cursor.rowcount == len(rows)
