@@ -234,10 +234,7 @@ def trusted_tool_call_message(role: str, call_id: str, name: str, arguments: str
     _set_call_id(part, call_id)
     _set_call_name(part, name)
     _set_call_arguments(part, arguments)
-    message = _new(Message)
-    _set_role(message, role)
-    _set_content(message, (part,))
-    return message
+    return _one_part_message(role, part)
 
 
 def trusted_tool_result_message(role: str, call_id: str, content: str, is_error: bool) -> Message:
@@ -249,6 +246,10 @@ def trusted_tool_result_message(role: str, call_id: str, content: str, is_error:
     _set_result_call_id(part, call_id)
     _set_result_content(part, content)
     _set_result_is_error(part, is_error)
+    return _one_part_message(role, part)
+
+
+def _one_part_message(role: str, part: Content) -> Message:
     message = _new(Message)
     _set_role(message, role)
     _set_content(message, (part,))
