@@ -35,7 +35,7 @@ class JsonSteerColumnStore(SQLiteStore):
     def add_steer(self, session: str, text: str) -> None:
         session = check_session_id(session)
         text = check_steer_text(text)
-        with self._operation(f"add_steer to session {session!r}") as conn:
+        with self._operation("add_steer to", session) as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("INSERT INTO broken_steers (session, text) VALUES (?, ?)",
                          (session.encode("utf-8"), text))
@@ -44,7 +44,7 @@ class JsonSteerColumnStore(SQLiteStore):
     def take_steers(self, session: str) -> list[str]:
         session = check_session_id(session)
         key = session.encode("utf-8")
-        with self._operation(f"take_steers from session {session!r}") as conn:
+        with self._operation("take_steers from", session) as conn:
             conn.execute("BEGIN IMMEDIATE")
             rows = conn.execute(
                 "SELECT id, text FROM broken_steers WHERE session = ? ORDER BY id", (key,)
@@ -79,7 +79,7 @@ class TiedTimestampStore(JsonSteerColumnStore):
     def add_steer(self, session: str, text: str) -> None:
         session = check_session_id(session)
         data = check_steer_text(text).encode("utf-8")
-        with self._operation(f"add_steer to session {session!r}") as conn:
+        with self._operation("add_steer to", session) as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("INSERT INTO broken_timed_steers (id, session, text) VALUES (?, ?, ?)",
                          (str(uuid.uuid4()), session.encode("utf-8"), data))
@@ -88,7 +88,7 @@ class TiedTimestampStore(JsonSteerColumnStore):
     def take_steers(self, session: str) -> list[str]:
         session = check_session_id(session)
         key = session.encode("utf-8")
-        with self._operation(f"take_steers from session {session!r}") as conn:
+        with self._operation("take_steers from", session) as conn:
             conn.execute("BEGIN IMMEDIATE")
             rows = conn.execute(
                 "SELECT text FROM broken_timed_steers WHERE session = ? ORDER BY created_at",
@@ -111,13 +111,13 @@ class DeferredTakeStore(SQLiteStore):
     def take_steers(self, session: str) -> list[str]:
         session = check_session_id(session)
         key = session.encode("utf-8")
-        with self._operation(f"take_steers from session {session!r}") as conn:
+        with self._operation("take_steers from", session) as conn:
             rows = conn.execute(
                 "SELECT id, text FROM storetest_steers WHERE session = ? ORDER BY id", (key,)
             ).fetchall()
         if not rows:
             return []
-        with self._operation(f"take_steers from session {session!r}") as conn:
+        with self._operation("take_steers from", session) as conn:
             conn.executemany("DELETE FROM storetest_steers WHERE id = ?", [(r[0],) for r in rows])
         return [bytes(text).decode("utf-8") for _, text in rows]
 
