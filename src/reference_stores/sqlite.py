@@ -534,7 +534,8 @@ def _columns(message: Message, body: str) -> tuple[str | None, str, str | None, 
     and its raw arguments or content in ``body``. Any other message is its
     :func:`~storetest.codec.encode_message` text, ``body``, and nothing else. ``role``
     is set for one text alone: a release before tool parts had columns reads the other
-    rows as encoded messages, and fails on them rather than misreading them."""
+    rows as encoded messages, and fails on them, unless a tool's raw text happens to be
+    the encoded JSON of a message."""
     content = message.content
     if len(content) == 1:
         part = content[0]
