@@ -211,6 +211,34 @@ def _extend(buffer: list[Message] | bytearray, end: int, more: Sequence[Message]
         return True
 
 
+def _grown(buffer: bytes | bytearray, end: int, more: bytes) -> bytearray:
+    """The digests ``buffer[:end] + more``: ``buffer`` itself, extended in place, if it is
+    a bytearray nobody extended past ``end``; else a copy, which later saves extend."""
+    if type(buffer) is bytearray and _extend(buffer, end, more):
+        return buffer
+    grown = bytearray(buffer[:end])
+    grown += more
+    return grown
+
+
+def _extended_to(old: list[Message], n: int, given: list[Message]) -> bool:
+    """Extend ``old`` (a remembered list, ``n`` long) in place by ``given[n:]`` and say
+    whether it then equals ``given`` (in C, identity first). ``False`` leaves it ``n``
+    long: another save extended it first, or ``given`` differs in its first ``n``."""
+    if not _extend(old, n, given[n:]):
+        return False
+    if old == given:
+        return True
+    del old[n:]  # nobody else extends it while it runs past n
+    return False
+
+
+def _same_objects(old: Sequence[Message], given: Sequence[Message], n: int) -> bool:
+    """Whether ``given``, equal to ``old`` in its first ``n``, holds the same objects
+    there: three probes decide, and a wrong guess costs speed, never correctness."""
+    return not n or (old[0] is given[0] and old[n // 2] is given[n // 2] and old[n - 1] is given[n - 1])
+
+
 class SavePlan:
     """What one save must do, worked out in two steps: :meth:`Remembered.prepare`
     checks the new transcript and compares it with what the handle remembers, before
@@ -362,11 +390,7 @@ class SavePlan:
             self._encoded = (keep, bodies, tail_digests)
         if remembered:
             assert known is not None
-            buffer, end = known._digests, (keep - known.first) * DIGEST_SIZE
-            if not (type(buffer) is bytearray and _extend(buffer, end, tail_digests)):
-                buffer = bytearray(buffer[:end])  # a copy once; later saves extend it
-                buffer += tail_digests
-            self._digests = buffer
+            self._digests = _grown(known._digests, (keep - known.first) * DIGEST_SIZE, tail_digests)
         else:
             self._digests = bytearray(last + tail_digests) if keep else bytearray(tail_digests)
         # Rows another handle wrote may equal the new tail (two handles saving the same
@@ -470,25 +494,21 @@ class Remembered:
             # (or a slice of the prefix to compare) would touch every message at turn
             # 2,000.
             old = known._messages
-            tail = given[n:]
-            if type(old) is list and type(given) is list and _extend(old, n, tail):
-                if old == given:
-                    prefix = n
-                    # Equal, but perhaps not the same objects (a replica that read the
-                    # session and saves the application's own list): keep the caller's,
-                    # so the next comparison is one of identities again. Three probes
-                    # decide; a wrong guess costs speed, never correctness.
-                    if not n or (old[0] is given[0] and old[n // 2] is given[n // 2] and old[n - 1] is given[n - 1]):
-                        new = old
-                    else:
-                        new = given.copy()
-                        length = len(new)
-                        if new != old:
-                            # Changed by another thread since the comparison: the copy
-                            # is what gets saved and remembered; find its own prefix.
-                            prefix = common_prefix(old[:n], new)
-                if new is not old:
-                    del old[n:]  # nobody else extends it while it runs past n
+            if type(old) is list and type(given) is list and _extended_to(old, n, given):
+                prefix = n
+                # Equal, but perhaps not the same objects (a replica that read the
+                # session and saves the application's own list): keep the caller's, so
+                # the next comparison is one of identities again.
+                if _same_objects(old, given, n):
+                    new = old
+                else:
+                    del old[n:]
+                    new = given.copy()
+                    length = len(new)
+                    if new[:n] != old:
+                        # Changed by another thread since the comparison: the copy is
+                        # what gets saved and remembered; find its own prefix.
+                        prefix = common_prefix(old, new)
             else:
                 remembered = known.messages
                 candidate: Sequence[Message]
@@ -534,31 +554,22 @@ class Remembered:
         first = known.first
         if not n or len(messages) <= n or first > n - 1:
             return None
-        tail = messages[n:]
         if type(old) is not list:
-            old = [*known.messages, *tail]  # a tuple remembered: a list once, extended from then on
-        elif not _extend(old, n, tail):
+            old = list(known.messages)  # a tuple remembered: a list once, extended from then on
+        if not _extended_to(old, n, messages):
             return None
-        if not (
-            old == messages
-            and old[0] is messages[0] and old[n // 2] is messages[n // 2] and old[n - 1] is messages[n - 1]
-            and all(map(isinstance, tail, repeat(Message)))
-        ):
-            del old[n:]  # nobody else extends it while it runs past n
+        if not (_same_objects(old, messages, n) and all(map(isinstance, old[n:], repeat(Message)))):
+            del old[n:]
             return None
-        buffer = known._digests
         end = (n - first) * DIGEST_SIZE
-        last = bytes(buffer[end - DIGEST_SIZE : end])
+        last = bytes(known._digests[end - DIGEST_SIZE : end])
         rows = []
-        for position, message in enumerate(tail, n):
+        for position, message in enumerate(old[n:], n):
             body = encode_message(message)
             last = chain_digest(last, body)
             rows.append((position, last, body))
-        digests = b"".join([row[1] for row in rows])
-        if not (type(buffer) is bytearray and _extend(buffer, end, digests)):
-            buffer = bytearray(buffer[:end])  # a copy once; later saves extend it
-            buffer += digests
-        return Known(known.version, old, buffer, first, len(old)), rows
+        digests = _grown(known._digests, end, b"".join([row[1] for row in rows]))
+        return Known(known.version, old, digests, first, len(old)), rows
 
     def learn(self, key: Hashable, known: Known) -> None:
         """Remember ``known``, unless something newer is remembered already: a higher
