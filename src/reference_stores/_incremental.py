@@ -94,12 +94,10 @@ DIGEST_SIZE: Final = 32
 DEFAULT_CACHE_SESSIONS: Final = 128
 
 
-def chain_digest(previous: bytes, body: str) -> bytes:
+def chain_digest(previous: bytes | bytearray, body: str) -> bytes:
     """The digest of a transcript whose previous rows digest to ``previous`` (``b""``
     for none) and whose next row holds ``body``."""
-    h = hashlib.sha256(previous)
-    h.update(body.encode("utf-8"))
-    return h.digest()
+    return hashlib.sha256(previous + body.encode("utf-8")).digest()
 
 
 def chain_digests(previous: bytes, bodies: Sequence[str]) -> bytes:
@@ -550,25 +548,30 @@ class Remembered:
         if known is None or known.shared or not known.version or type(messages) is not list:
             return None
         n = known.length
-        old = known._messages
         first = known.first
-        if not n or len(messages) <= n or first > n - 1:
+        if len(messages) <= n or first >= n:
             return None
+        added = messages[n:]
+        if not all(map(isinstance, added, repeat(Message))):
+            return None
+        old = known._messages
         if type(old) is not list:
-            old = list(known.messages)  # a tuple remembered: a list once, extended from then on
-        if not _extended_to(old, n, messages):
-            return None
-        if not (_same_objects(old, messages, n) and all(map(isinstance, old[n:], repeat(Message)))):
+            old = list(old[:n])  # a tuple remembered: a list once, extended from then on
+        if not _extend(old, n, added):
+            return None  # another save of this handle's extended it first
+        if not (old == messages and _same_objects(old, messages, n)):
+            # An edit, or equal copies: prepare's. Nobody else extends a buffer that
+            # runs past what any entry covers, so this undoes exactly the extension.
             del old[n:]
             return None
         end = (n - first) * DIGEST_SIZE
-        last = bytes(known._digests[end - DIGEST_SIZE : end])
+        previous = known._digests[end - DIGEST_SIZE : end]
         rows = []
-        for position, message in enumerate(old[n:], n):
+        for position, message in enumerate(added, n):
             body = encode_message(message)
-            last = chain_digest(last, body)
-            rows.append((position, last, body))
-        digests = _grown(known._digests, end, b"".join([row[1] for row in rows]))
+            previous = digest = chain_digest(previous, body)
+            rows.append((position, digest, body))
+        digests = _grown(known._digests, end, digest if len(rows) == 1 else b"".join([row[1] for row in rows]))
         return Known(known.version, old, digests, first, len(old)), rows
 
     def learn(self, key: Hashable, known: Known) -> None:

@@ -589,11 +589,13 @@ def _append(conn: sqlite3.Connection, key: bytes, after: Known, rows: list[tuple
     if len(rows) > _APPEND_ROWS_MAX:
         return False
     messages = after._messages
-    params: list[object] = []
-    for position, digest, body in rows:
-        params += (position, digest, *_columns(messages[position], body))
+    if len(rows) == 1:  # the one message of an agent's turn
+        ((position, digest, body),) = rows
+        params: tuple[object, ...] = (position, digest, *_columns(messages[position], body), key, after.version)
+    else:
+        params = (*[x for p, d, b in rows for x in (p, d, *_columns(messages[p], b))], key, after.version)
     try:
-        cursor = conn.execute(_APPEND_STATEMENTS[len(rows)], (*params, key, after.version))
+        cursor = conn.execute(_APPEND_STATEMENTS[len(rows)], params)
     except sqlite3.IntegrityError:
         return False
     return cursor.rowcount == len(rows)
