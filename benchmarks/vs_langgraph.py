@@ -135,6 +135,7 @@ def side_by_side(rounds: int) -> None:
     ours_cmd = [sys.executable, "-m", "storetest.cli", "check"]
     theirs_cmd = [sys.executable, "-c", THEIRS]
     ratios: list[float] = []
+    failed = 0
     with tempfile.TemporaryDirectory(prefix="vs-langgraph-") as top:
         dirs = {side: Path(top, side) for side in ("ours", "theirs")}
         envs = {}
@@ -148,9 +149,13 @@ def side_by_side(rounds: int) -> None:
                 command = ours_cmd if side == "ours" else theirs_cmd
                 wall, code, out = timed(command, dirs[side] / "work", envs[side])
                 seconds[side] = wall
+                failed += code != 0
                 summary = next((line for line in out.splitlines() if "passed" in line), out[-200:])
                 print(f"  round {r + 1} ({'first' if r == 0 else 'second'} run) {side:6s} {wall:6.2f} s  "
                       f"exit {code}  {summary.strip()[:110]}")
+            if failed:  # a run that failed timed something else: no ratio from this round on
+                print(f"  round {r + 1}: no ratio, a side exited non-zero (its output above)")
+                continue
             ratio = seconds["ours"] / seconds["theirs"]
             if r:
                 ratios.append(ratio)
@@ -158,6 +163,8 @@ def side_by_side(rounds: int) -> None:
     if ratios:
         print(f"  second runs: median ours/theirs = {statistics.median(ratios):.2f}x over {len(ratios)} rounds")
     print(f"  load after: {load()}")
+    if failed:
+        raise SystemExit(f"{failed} run(s) exited non-zero: no ratio is valid")
 
 
 def clause_run(imports: str, factory: str, crash: str, spawn: bool,
