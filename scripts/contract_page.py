@@ -728,7 +728,7 @@ def render_inputs() -> list[str]:
         sizes = spec.sizes()
         other = [d for d, on in (("character families", spec.families), ("id relations", spec.ids),
                                   ("JSON edges", spec.json)) if on]
-        limit = f"{spec.limit:,} bytes" if spec.limit else "none (ladder to 1 MiB + 1" + (
+        limit = f"{spec.limit:,} bytes" if spec.limit else "none (ladder to 64 KiB + 1, then 1 MiB ± 1" + (
             "; 16 MiB cells in the `ci` profile)" if spec.huge else ")")
         out.append(f"| {spec.protocol} | {spec.name} | {limit} | {sizes[0]:,} .. {sizes[-1]:,} "
                    f"({len(sizes)} sizes{'' if spec.chars else ', bytes only'}) | "

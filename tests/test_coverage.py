@@ -9,6 +9,7 @@ import json
 import pytest
 
 from storetest._engine import inputs
+from storetest._engine.explain import COLUMN_WIDTHS
 from storetest._engine.inputs import Coverage, cells
 from tests.instrumented import measure
 
@@ -105,7 +106,7 @@ def test_the_ladders_have_the_model_sizes() -> None:
         for value in inputs.large_values(spec):
             cov.value(spec.protocol, spec.name, value)
         reached = {c.name for c in cov.finish()}
-        assert {f"{n:,} {unit}" for k in range(17, 21) for n in (2**k - 1, 2**k, 2**k + 1)
+        assert {f"{n:,} {unit}" for k in inputs.LARGE_K for n in (2**k - 1, 2**k, 2**k + 1)
                 for unit in ("bytes", "characters")} <= reached
     assert all(json.loads(v) for v in inputs.large_values(inputs.spec("entry logs", "custom data")))
     for n in (4, 255, 256, 4097):
@@ -113,6 +114,23 @@ def test_the_ladders_have_the_model_sizes() -> None:
         assert len(value.encode()) == n and ord(value[-1]) > 0x7F
         assert len(inputs.chars_value(n)) == n
         assert len(inputs.chars_value(n).encode()) >= 2 * n
+
+
+def test_past_64_kib_the_ladder_stands_where_a_known_limit_does() -> None:
+    """Past 64 KiB + 1 a field's ladder has cells around 1 MiB only (LARGE_K): every
+    known width (explain's COLUMN_WIDTHS) up to 1 MiB + 1 has its cells, no power of two
+    from 2^17 to 2^19 has any, and each value past 64 KiB + 1 is longer than 512 KiB, so
+    a cut at any width from 64 KiB to 512 KiB still cuts every one of them."""
+    unbounded = inputs.spec("transcripts", "message text")
+    large = [n for n in unbounded.sizes() if n > inputs.CHEAP_LIMIT]
+    assert large == [2**20 - 1, 2**20, 2**20 + 1]
+    for width in COLUMN_WIDTHS:
+        if inputs.CHEAP_LIMIT < width <= unbounded.size_limit:
+            assert {width - 1, width, width + 1} <= set(large), width
+    for k in (17, 18, 19):
+        assert not {c for c in cells() if c.name in (f"{2**k:,} bytes", f"{2**k:,} characters")}
+    assert min(len(v.encode()) for v in inputs.large_values(unbounded)) > 2**19
+    assert len(inputs.large_bytes(inputs.spec("transcripts", "attachment data"))) == 3
 
 
 def test_the_coverage_page_lists_every_cell() -> None:

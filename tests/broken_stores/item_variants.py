@@ -329,7 +329,7 @@ class PopLeavesTheCountStale(MemorySession):
 class ArgumentsCutAt512K(MemorySession):
     """Raw ``arguments`` kept to their first 524,288 bytes (a per-field cap of 512 KiB),
     cut at a byte, so a multibyte character there is dropped whole: the 256 KiB
-    arguments of ``large_items_round_trip`` fit, the input model's 2^19 + 1 do not."""
+    arguments of ``large_items_round_trip`` fit, the input model's 1 MiB ones do not."""
 
     async def add_items(self, items: list[Any]) -> None:
         await super().add_items([_cut_arguments(i) for i in items])

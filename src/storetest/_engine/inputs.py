@@ -4,12 +4,13 @@ cells a value (or a set of ids) reached.
 
 A cell is one point of one dimension of one field:
 
-- *size*: 0, 1 and 2^k - 1, 2^k, 2^k + 1 for k from 3 up to the field's limit (1 MiB
-  + 1 for a field without one), counted in characters and, separately, in UTF-8 bytes
-  with a multibyte character last (so a cut one byte short splits it); the sizes past
-  64 KiB + 1 are fixed values sent once per check (four per power of two, each up to
-  one character and one byte cell: see :func:`large_values`), and transcripts' message text
-  has the 16 MiB cells in the ``ci`` profile only;
+- *size*: 0, 1 and 2^k - 1, 2^k, 2^k + 1 for k from 3 up to 16 and the field's limit,
+  and for a field without one 1 MiB - 1, 1 MiB and 1 MiB + 1 (:data:`LARGE_K`: past
+  64 KiB + 1, only the powers of two a known limit sits at), counted in characters and,
+  separately, in UTF-8 bytes with a multibyte character last (so a cut one byte short
+  splits it); the sizes past 64 KiB + 1 are fixed values sent once per check (four per
+  power of two, each up to one character and one byte cell: see :func:`large_values`),
+  and transcripts' message text has the 16 MiB cells in the ``ci`` profile only;
 - *characters*: a family of characters some layer changes (controls, noncharacters,
   bidi marks, case pairs that fold differently, escapes some layer decodes, ...);
 - *id relation*: two ids one key scheme confuses (``x`` and ``x<c>y`` for every ASCII
@@ -30,6 +31,7 @@ and ``tests/test_coverage.py`` fails when one is not reached within three seeds.
 
 from __future__ import annotations
 
+import functools
 import string
 from collections import Counter
 from collections.abc import Iterator
@@ -45,6 +47,7 @@ __all__ = [
     "FIELDS",
     "HUGE_PROFILES",
     "JSON_EDGES",
+    "LARGE_K",
     "NOT_YET",
     "PUNCTUATION",
     "STEER_QUEUE_BYTES",
@@ -72,9 +75,18 @@ __all__ = [
 #: Fields without a contract limit run their size ladder to 1 MiB.
 UNBOUNDED: Final = 2**20
 #: Sizes up to this run in the clauses' cheap fixed cases, every field; above it, for a
-#: field without a limit, the ladder goes on to 1 MiB + 1 with :func:`large_values`:
-#: four values per power of two (7.9 MB a field), sent once per check.
+#: field without a limit, the ladder goes on at the powers of :data:`LARGE_K` with
+#: :func:`large_values`: four values per power of two (4.2 MB a field), sent once per check.
 CHEAP_LIMIT: Final = 2**16 + 1
+#: The powers of two past :data:`CHEAP_LIMIT` the ladder has cells at (2^k - 1, 2^k,
+#: 2^k + 1): the ones a known limit sits at (``COLUMN_WIDTHS`` in
+#: :mod:`storetest._engine.explain`: 1,048,576, a 1 MiB limit; the 16 MiB ones are
+#: :data:`HUGE_K`'s, ``ci`` only). No known limit sits at 2^17, 2^18 or 2^19, and the
+#: 1 MiB values find what their cells would: a store cutting at any width between 64 KiB
+#: and 1 MiB cuts the 1 MiB values too (and is named by its width), and one splitting a
+#: value into chunks of 2^j bytes (j <= 20) gets at 1 MiB a whole number of chunks, one
+#: byte short of it and one byte past it.
+LARGE_K: Final = (20,)
 #: The profiles that also send the 16 MiB cells (transcripts' message text).
 HUGE_PROFILES: Final = ("ci", "thorough")
 #: The powers of two of the huge cells (2^24 - 1, 2^24, 2^24 + 1: MySQL's MEDIUMTEXT,
@@ -170,12 +182,13 @@ class FieldSpec:
 
     def sizes(self) -> list[int]:
         """The size ladder's cells (bytes; characters too, past 1), to the field's
-        limit or to 1 MiB + 1 for a field without one. An id with the run's prefix
+        limit or to 1 MiB + 1 for a field without one (past 64 KiB + 1, only around the
+        powers of :data:`LARGE_K`). An id with the run's prefix
         starts at 31 bytes, since each run's ids start with a unique prefix; JSON text
         and entry ids and kinds at 1 byte (none of them may be empty)."""
         if self.prefixed:
             return [n for n in ladder(self.size_limit, start=5) if n > 1]
-        return [n for n in ladder(self.size_limit) if n >= self.min_size]
+        return [n for n in ladder(self.size_limit) if n >= self.min_size and _kept(n)]
 
     def expensive_cells(self) -> list[Cell]:
         """The 16 MiB cells (``ci`` profile only): 2^24 - 1, 2^24 and 2^24 + 1, in
@@ -249,6 +262,12 @@ class Cell:
 
     def __str__(self) -> str:
         return f"{self.protocol} / {self.field} / {self.dimension} / {self.name}"
+
+
+def _kept(n: int) -> bool:
+    """Whether size ``n`` is a cell: up to :data:`CHEAP_LIMIT`, or next to a power of
+    :data:`LARGE_K`."""
+    return n <= CHEAP_LIMIT or any(abs(n - 2**k) <= 1 for k in LARGE_K)
 
 
 def ladder(limit: int, start: int = 3) -> list[int]:
@@ -329,12 +348,26 @@ def _triple(n: int, json_text: bool = False) -> list[str]:
 
 
 def large_values(spec: FieldSpec) -> list[str]:
-    """The field's size cells past :data:`CHEAP_LIMIT` (fields without a limit: to
-    1 MiB + 1), four values per power of two, each reaching up to one character and
-    one byte cell, each byte cell with its multibyte character last (see
-    :func:`_triple`). JSON text is a JSON string of those sizes. Sent once per check
-    (7.9 MB a field)."""
-    return [v for n in spec.sizes() if n > CHEAP_LIMIT and n & (n - 1) == 0 for v in _triple(n, spec.json_text)]
+    """The field's size cells past :data:`CHEAP_LIMIT` (fields without a limit: one
+    short of 1 MiB, 1 MiB and one past it, around the powers of :data:`LARGE_K`), four
+    values per power of two, each reaching up to one character and one byte cell, each
+    byte cell with its multibyte character last (see :func:`_triple`). JSON text is a
+    JSON string of those sizes. Sent once per check (4.2 MB a field).
+
+    Past 64 KiB + 1 the ladder stands only where a known limit does (1 MiB; 16 MiB in
+    the ``ci`` profile): a store that cuts at any width between 64 KiB and 1 MiB cuts
+    these values too, and is named by its width; one that splits a value into chunks of
+    2^j bytes (j up to 20) gets here a whole number of chunks, one byte short of it and
+    one byte past it. 2^17, 2^18 and 2^19 have no cells."""
+    return [v for n in spec.sizes() if n > CHEAP_LIMIT and n & (n - 1) == 0 for v in _large_triple(n, spec.json_text)]
+
+
+@functools.lru_cache(maxsize=4)
+def _large_triple(n: int, json_text: bool) -> tuple[str, ...]:
+    """:func:`_triple` of a size past :data:`CHEAP_LIMIT`, made once a process: every
+    field without a limit has the same four values (4.2 MB; JSON text four more), and
+    a check sends them through several fields and clauses. The 16 MiB ones are not kept."""
+    return tuple(_triple(n, json_text))
 
 
 def large_bytes(spec: FieldSpec) -> list[bytes]:

@@ -213,10 +213,11 @@ def _field_corpora(large_ones: bool) -> Iterator[tuple[str, list[Message]]]:
 @clause()
 def every_field_round_trips_at_every_size(t: Target) -> None:
     """Every field comes back whole at every size of the input model's ladder: 0, 1 and
-    2^k - 1, 2^k, 2^k + 1 up to the field's limit (1 MiB + 1 for fields without one),
-    counted in characters and, separately, in UTF-8 bytes with a multibyte character
-    last; steers too (the short ones queued behind one take, each large one behind its
-    own), and session ids at each size from 31 bytes to the 512-byte limit.
+    2^k - 1, 2^k, 2^k + 1 up to 64 KiB + 1 and the field's limit (to 1 MiB + 1 for fields
+    without one: past 64 KiB + 1, at 1 MiB only, where a known limit sits), counted in
+    characters and, separately, in UTF-8 bytes with a multibyte character last; steers
+    too (the short ones queued behind one take, each large one behind its own), and
+    session ids at each size from 31 bytes to the 512-byte limit.
 
     Catches a column that cuts at a width between the short values and 1 MiB: Oracle's
     ``VARCHAR2(4000 BYTE)`` chosen for text of up to 4,000 characters, MySQL's

@@ -63,15 +63,17 @@ def _items_one_by_one(t: Target, check: Check, label: str, items: list[Item]) ->
 @clause(needs=ITEM_NEEDS)
 def item_fields_round_trip_at_every_size(t: Target) -> None:
     """A message's content and a tool call's raw arguments come back whole at every size
-    of the input model's ladder, 0 to 1 MiB + 1 (2^k - 1, 2^k, 2^k + 1, in characters
-    and, separately, in UTF-8 bytes with a multibyte character last), with every
-    character family and the arguments at every RFC 8259 edge; session ids from 31 to
-    512 bytes keep their items (an id refused cleanly is a limit). For a LangChain chat
-    history, the content of a message and the raw arguments a provider returned.
+    of the input model's ladder, 0 to 1 MiB + 1 (2^k - 1, 2^k, 2^k + 1 to 64 KiB + 1, then
+    at 1 MiB, in characters and, separately, in UTF-8 bytes with a multibyte character
+    last), with every character family and the arguments at every RFC 8259 edge;
+    session ids from 31 to 512 bytes keep their items (an id refused cleanly is a
+    limit). For a LangChain chat history, the content of a message and the raw
+    arguments a provider returned.
 
     Catches a column or a per-field cap at a byte width the short values never reach
-    (``VARCHAR2(4000 BYTE)``, ``TEXT``'s 65,535 bytes, a 512 KiB field limit), a cut that
-    splits a multibyte character, a width counted in characters where bytes were meant.
+    (``VARCHAR2(4000 BYTE)``, ``TEXT``'s 65,535 bytes, a 512 KiB field limit, which cuts
+    the 1 MiB values), a cut that splits a multibyte character, a width counted in
+    characters where bytes were meant.
     """
     values = protocol(t)
     name = "item histories"
@@ -227,11 +229,11 @@ def log_related_ids_stay_apart(t: Target) -> None:
 @clause(needs=ADK_NEEDS)
 def adk_fields_round_trip_at_every_size(t: Target) -> None:
     """Event text, state keys and state values come back whole at every size of the
-    input model's ladder, 0 to 1 MiB + 1 (in characters and in UTF-8 bytes with a
-    multibyte character last), with every character family: the texts as the parts of
-    one event, the keys and values as the state of one create and the delta of one
-    event; session ids from 31 to 512 bytes keep their sessions (an id refused cleanly is
-    a limit).
+    input model's ladder, 0 to 1 MiB + 1 (to 64 KiB + 1, then at 1 MiB, in characters
+    and in UTF-8 bytes with a multibyte character last), with every character family:
+    the texts as the parts of one event, the keys and values as the state of one create
+    and the delta of one event; session ids from 31 to 512 bytes keep their sessions (an
+    id refused cleanly is a limit).
 
     Catches a column or a per-field cap at a byte width the short values never reach,
     a state key cut to a key length, a cut that splits a multibyte character.
