@@ -32,7 +32,9 @@ def save_replaces_the_transcript(t: Target) -> None:
     at any position, identical, or empty.
 
     Catches a save that appends, one that ignores an empty list, and an incremental
-    save that keeps a stale tail or misjudges the common prefix.
+    save that keeps a stale tail or misjudges the common prefix (one comparing messages
+    loosely: by their text alone, or blind to the role, Unicode normalization, case or
+    whitespace).
     """
     base = texts(6, "base")
     steps = [
@@ -56,7 +58,7 @@ def save_replaces_the_transcript(t: Target) -> None:
                              previous)
             previous = step
 
-    @examples(t, st.lists(strategies.transcripts, min_size=2, max_size=4), scale=0.5)
+    @examples(t, strategies.replace_saves(), scale=0.5)
     def example(saves: list[list[Message]]) -> None:
         session = t.new_session("replace")
         note(f"session {session!r}")
