@@ -195,6 +195,24 @@ def _selected(keyword: str | None) -> list[str] | None:
     return [c.name for c in CLAUSES if matches(c.name)]
 
 
+def _jobs(given: str | None) -> tuple[int, bool]:
+    """How many processes share the clauses (``--jobs``, else ``STORETEST_JOBS``, else
+    auto), and whether the user asked for that number."""
+    from storetest._engine.workers import ENVIRONMENT, auto_jobs
+
+    where, text = ("--jobs", given) if given is not None else (ENVIRONMENT, os.environ.get(ENVIRONMENT, ""))
+    text = text.strip().lower()
+    if text in ("", "auto"):
+        return auto_jobs(), False
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise _Usage(f"{where} {text!r}: give a number of processes, 1 or more, or auto")
+    return jobs, True
+
+
 def _writable(paths: list[str]) -> None:
     """Refuse, before the run, a report path that cannot be written."""
     from storetest.report import unwritable
@@ -244,6 +262,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="only clauses matching the expression, as pytest's -k: words matched against the "
                      "clause name, with and, or (or a comma), not and parentheses")
     run.add_argument("-q", "--quiet", action="store_true", help="no line per clause as it finishes")
+    run.add_argument("--jobs", metavar="N",
+                     help="processes that share the clauses: a number, or auto (the default, or "
+                     "STORETEST_JOBS): 2 where this process may use two CPUs or more; clauses stay in one "
+                     "process where sharing is not safe (a factory without tmp_path, a database URL, "
+                     "child processes, network connections open), which --jobs 2 says")
     run.add_argument("--call-timeout", type=float, metavar="SECONDS",
                      help="seconds one call into the store or a factory may take before it is reported "
                      "stuck and its clause ends (default: the profile's, 60)")
@@ -325,7 +348,14 @@ def _command(argv: list[str] | None, known: _Known) -> int:
     from storetest._engine.profiles import check_call_timeout
     from storetest.clauses import CLAUSES
     from storetest.results import SHOWN, Interrupted
-    from storetest.runner import SUPPLIED, check, unsupplied, with_reopen_advice, with_replica_advice
+    from storetest.runner import (
+        SUPPLIED,
+        check,
+        sharing_refusal,
+        unsupplied,
+        with_reopen_advice,
+        with_replica_advice,
+    )
 
     # Importing the target must work from the caller's directory, as `python -m` would.
     sys.path.insert(0, os.getcwd())
@@ -348,6 +378,7 @@ def _command(argv: list[str] | None, known: _Known) -> int:
                 f"(it supplies {', '.join(SUPPLIED)}): give it a default, or name a factory that "
                 f"takes only those (a function of a few lines that calls yours)")
         clauses = _selected(args.keyword)
+        jobs, asked = _jobs(args.jobs)
         _writable(args.report)
         try:
             check_call_timeout(args.call_timeout)
@@ -375,10 +406,12 @@ def _command(argv: list[str] | None, known: _Known) -> int:
             print(f"  [{state.index + 1}/{state.total}] ...   {state.clause}: {state.elapsed:.0f}s, "
                   f"{state.examples} examples or rounds done{flying}", flush=True)
 
+    if asked and jobs > 1 and (alone := sharing_refusal(factory, replica, reopen)):
+        print(f"storetest check: every clause runs in this one process: {alone}", file=sys.stderr)
     try:
         report = check(factory, replica, clauses=clauses, profile=args.profile, seed=args.seed,
                        nonce=args.nonce, name=args.name, progress=progress, idle=args.idle, reopen=reopen,
-                       call_timeout=args.call_timeout)
+                       call_timeout=args.call_timeout, jobs=jobs)
     except (TypeError, ValueError) as exc:
         print(f"storetest check: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import random
 import tempfile
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from storetest._engine import forking, stops
+from storetest._engine import forking, stops, workers
 from storetest._engine.backends import ChildDied
 from storetest._engine.failures import Violation, conformance_failures, describe_exception, store_frames
 from storetest._engine.harness import (
@@ -148,6 +149,7 @@ def check(
     idle: float | None = None,
     reopen: Callable[..., Any] | None = None,
     call_timeout: float | None = None,
+    jobs: int = 1,
 ) -> Report:
     """Run the conformance clauses against the store ``factory`` makes; return every verdict.
 
@@ -195,6 +197,16 @@ def check(
         factory is stopped by an exception raised inside it (in the main thread; for a
         plain store, one a clause opens itself is abandoned as a plain call is). The
         heartbeat names the calls in flight.
+    :param jobs: how many processes may share the clauses (default 1; ``storetest
+        check`` shares them between two where it can): each clause runs on a store of
+        its own, with the same inputs and sessions whichever process takes it, so the
+        report is the one a single process gives but for the seconds; the clauses that
+        race threads or kill processes run last, in this process, with no other running
+        (see :mod:`storetest._engine.workers`). Where sharing is not safe every clause
+        runs in this process (:func:`sharing_refusal` says why): the factories must take
+        ``tmp_path`` and no database URL, no ``fixtures`` may be given, and this process
+        may hold no network connection nor run another thread. ``progress`` is called in
+        this process for every clause.
     :raises Interrupted: Ctrl-C (SIGINT, in the main thread) stopped the run: the clause
         in flight is reported ``interrupted``, its teardown has run, and the exception's
         ``report`` holds the verdicts so far. A second Ctrl-C exits at once (status 130).
@@ -202,8 +214,10 @@ def check(
         parameter nothing supplies, or ``reopen`` cannot be imported by a child process.
     :raises ValueError: an unknown clause name in ``clauses`` or ``skip``, or an
         unknown profile, or an ``idle`` or ``call_timeout`` that is not a number of
-        seconds above zero.
+        seconds above zero, or ``jobs`` below 1.
     """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs={jobs!r}: give a whole number of processes, 1 or more")
     for label, fn in (("factory", factory), ("replica", replica)):
         if fn is not None and not callable(fn):
             raise TypeError(
@@ -234,80 +248,137 @@ def check(
     run_nonce = nonce or new_nonce()
     wanted = set(selected)
     order = [c for c in CLAUSES if c.name in wanted]
-    results: list[ClauseResult] = []
+    verdicts: dict[int, ClauseResult] = {}  # by position in ``order``
     capabilities: tuple[str, ...] = ()
     partial: dict[str, list[str]] = {}
     store_type = ""
     found_any = False
     declared = declared_capabilities(factory)
     stopped = ""
-    not_reached: list[str] = []
+    not_reached: list[int] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
     watch = stops.Watch(chosen.call_timeout)
-    children = any((c.processes or (c.reopen and reopen is not None)) and c.name not in skip for c in order)
-    with forking.serving([factory, reopen], children), stops.watching(watch), hypothesis_home(), \
-            _Supplier(fixtures, [factory, *([replica] if replica else []),
-                                 *([reopen] if reopen else [])]) as supply:
-        for position, c in enumerate(order):
-            claims = set(capabilities) if found_any else declared
-            if stopped or watch.interrupted:
-                # Not reached, unless what the store claims is known to leave it out.
-                if claims is not None and c.needs - claims:
-                    results.append(not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise,
-                                               topic=c.topic, exists_for=c.exists_for))
-                else:
-                    not_reached.append(c.name)
-                continue
-            index = CLAUSES.index(c)
-            if c.name in skip:
-                result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic,
-                                      exists_for=c.exists_for)
-            elif ((c.processes or (c.reopen and reopen is not None)) and not c.needs - (claims or c.needs)
-                  and (unguarded := _unguarded_main())):
-                result = ClauseResult(c.name, "error", unguarded, promise=c.promise, topic=c.topic,
-                                      exists_for=c.exists_for)
-            elif c.processes and not c.needs - (claims or c.needs) and (unspawnable := _unspawnable(factory)):
-                result = ClauseResult(c.name, "skipped", unspawnable, promise=c.promise, topic=c.topic,
-                                      exists_for=c.exists_for)
-            elif c.replica and replica is None and claims is not None:
-                # Decided without making a store: what it claims is known already.
-                result = (not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise, topic=c.topic,
-                                      exists_for=c.exists_for) if c.needs - claims else
-                          ClauseResult(c.name, "skipped", SKIP_NO_REPLICA.format(how=CHECK_REPLICA),
-                                       promise=c.promise, topic=c.topic, exists_for=c.exists_for))
-            elif c.reopen and reopen is None and claims is not None:
-                result = (not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise, topic=c.topic,
-                                      exists_for=c.exists_for) if c.needs - claims else
-                          ClauseResult(c.name, "skipped", SKIP_NO_REOPEN.format(how=CHECK_REOPEN),
-                                       promise=c.promise, topic=c.topic, exists_for=c.exists_for))
-            elif c.idle and chosen.idle is None:
-                result = ClauseResult(c.name, "skipped", SKIP_NO_IDLE, promise=c.promise, topic=c.topic,
-                                      exists_for=c.exists_for)
-            elif found_any and c.needs - set(capabilities):
-                # What a store made by this factory claims is known: making another
-                # (a file, a connection, a schema) only to say so again costs each of
-                # the clauses it does not claim a setup.
-                result = not_claimed(c.name, c.needs - set(capabilities), CAPABILITIES, promise=c.promise,
-                                     topic=c.topic, exists_for=c.exists_for)
-            else:
-                state = Progress(c.name, position, len(order))
-                # Twice within the deadline at least: a call in flight is named before it ends the clause.
-                with _beating(progress, state, min(heartbeat, max(0.2, watch.timeout / 2)), watch):
-                    result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state,
-                                         reopen=reopen)
-                if found is not None:
-                    capabilities, partial, named = found
-                    store_type = store_type or named  # a binding knows its store's class once it opened one
-                    found_any = True
-                if result.outcome == "error" and result.setup:
-                    # The factory fails the same way for every clause: say it once.
-                    stopped = result.diagnosis
-            if result.outcome == "failed" and c.name in beyond:
-                result = dataclasses.replace(result, diagnosis=f"{BEYOND}: {result.diagnosis}",
-                                             remarks=(*result.remarks, beyond[c.name]))
-            results.append(result)
+    children = _needs_children(order, skip, reopen)
+    team = None
+    if jobs > 1 and not workers.refusal([factory, replica, reopen], fixtures):
+        # Forks here, before a thread or a factory call. A race, and a clause that kills
+        # processes, runs alone: another process's clauses on the other CPU slowed the
+        # races' threads, which yield to each other at every line, three times over.
+        team = workers.Team(jobs, [c.races or c.processes or c.reopen for c in order])
+        if team.worker:
+            watch.quiet = True
+            progress = functools.partial(team.send, "progress")
+        else:
+            watch.workers = team.pids
+            progress = _one_at_a_time(progress)
+    taken: dict[int, list[int]] = {}
+    learned: dict[int, dict[str, Any]] = {}
+
+    def heard(pid: int, message: tuple[Any, ...]) -> None:  # a worker's, on its relay thread
+        kind, *rest = message
+        if kind == "took":
+            taken.setdefault(pid, []).append(rest[0])
+        elif kind == "verdict":
+            verdicts[rest[0]] = rest[1]
             if progress is not None:
-                progress(Progress(c.name, position, len(order), result.seconds, 0, result))
+                progress(Progress(rest[1].clause, rest[0], len(order), rest[1].seconds, 0, rest[1]))
+        elif kind == "progress":
+            if progress is not None:
+                progress(rest[0])
+        else:  # "end" or "raised"
+            learned.setdefault(pid, {})[kind] = rest[0]
+
+    try:
+        with forking.serving([factory, reopen], children), stops.watching(watch), hypothesis_home(), \
+                _Supplier(fixtures, [factory, *([replica] if replica else []),
+                                     *([reopen] if reopen else [])]) as supply:
+            if team is not None and not team.worker:
+                team.relay(heard)
+            for position in team.positions() if team is not None else range(len(order)):
+                c = order[position]
+                claims = set(capabilities) if found_any else declared
+                if stopped or watch.interrupted:
+                    # Not reached, unless what the store claims is known to leave it out.
+                    if claims is not None and c.needs - claims:
+                        result = not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise,
+                                             topic=c.topic, exists_for=c.exists_for)
+                        verdicts[position] = result
+                        if team is not None and team.worker:
+                            team.send("verdict", position, result)
+                    else:
+                        not_reached.append(position)
+                    continue
+                index = CLAUSES.index(c)
+                if c.name in skip:
+                    result = ClauseResult(c.name, "skipped", skip[c.name], promise=c.promise, topic=c.topic,
+                                          exists_for=c.exists_for)
+                elif ((c.processes or (c.reopen and reopen is not None)) and not c.needs - (claims or c.needs)
+                      and (unguarded := _unguarded_main())):
+                    result = ClauseResult(c.name, "error", unguarded, promise=c.promise, topic=c.topic,
+                                          exists_for=c.exists_for)
+                elif c.processes and not c.needs - (claims or c.needs) and (unspawnable := _unspawnable(factory)):
+                    result = ClauseResult(c.name, "skipped", unspawnable, promise=c.promise, topic=c.topic,
+                                          exists_for=c.exists_for)
+                elif c.replica and replica is None and claims is not None:
+                    # Decided without making a store: what it claims is known already.
+                    result = (not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise, topic=c.topic,
+                                          exists_for=c.exists_for) if c.needs - claims else
+                              ClauseResult(c.name, "skipped", SKIP_NO_REPLICA.format(how=CHECK_REPLICA),
+                                           promise=c.promise, topic=c.topic, exists_for=c.exists_for))
+                elif c.reopen and reopen is None and claims is not None:
+                    result = (not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise, topic=c.topic,
+                                          exists_for=c.exists_for) if c.needs - claims else
+                              ClauseResult(c.name, "skipped", SKIP_NO_REOPEN.format(how=CHECK_REOPEN),
+                                           promise=c.promise, topic=c.topic, exists_for=c.exists_for))
+                elif c.idle and chosen.idle is None:
+                    result = ClauseResult(c.name, "skipped", SKIP_NO_IDLE, promise=c.promise, topic=c.topic,
+                                          exists_for=c.exists_for)
+                elif found_any and c.needs - set(capabilities):
+                    # What a store made by this factory claims is known: making another
+                    # (a file, a connection, a schema) only to say so again costs each of
+                    # the clauses it does not claim a setup.
+                    result = not_claimed(c.name, c.needs - set(capabilities), CAPABILITIES, promise=c.promise,
+                                         topic=c.topic, exists_for=c.exists_for)
+                else:
+                    state = Progress(c.name, position, len(order))
+                    # Twice within the deadline at least: a call in flight is named before it ends the clause.
+                    with _beating(progress, state, min(heartbeat, max(0.2, watch.timeout / 2)), watch):
+                        result, found = _run(c, index, factory, replica, supply, chosen, run_seed, run_nonce, state,
+                                             reopen=reopen)
+                    if found is not None:
+                        capabilities, partial, named = found
+                        store_type = store_type or named  # a binding knows its store's class once it opened one
+                        found_any = True
+                    if result.outcome == "error" and result.setup:
+                        # The factory fails the same way for every clause: say it once.
+                        stopped = result.diagnosis
+                if result.outcome == "failed" and c.name in beyond:
+                    result = dataclasses.replace(result, diagnosis=f"{BEYOND}: {result.diagnosis}",
+                                                 remarks=(*result.remarks, beyond[c.name]))
+                verdicts[position] = result
+                if team is not None and team.worker:
+                    team.send("verdict", position, result)  # the parent calls progress for it
+                elif progress is not None:
+                    progress(Progress(c.name, position, len(order), result.seconds, 0, result))
+            if team is not None and not team.worker:
+                for pid, how in team.ended():
+                    _account(pid, how, order, taken.get(pid, []), learned.get(pid, {}), verdicts, not_reached)
+                    end = learned.get(pid, {}).get("end")
+                    if end is not None:
+                        if not found_any and end["found_any"]:
+                            capabilities, partial, found_any = end["capabilities"], end["partial"], True
+                        store_type = store_type or end["store_type"]
+                        stopped = stopped or end["stopped"]
+                        if end["interrupted"]:
+                            watch.interrupted = True
+    except BaseException as exc:
+        if team is not None and team.worker:
+            team.died(exc)
+        raise
+    if team is not None and team.worker:
+        team.finish(capabilities=capabilities, partial=partial, found_any=found_any, store_type=store_type,
+                    stopped=stopped, not_reached=not_reached, interrupted=watch.interrupted)
+    results = [verdicts[p] for p in sorted(verdicts)]
     deselected = tuple(n for n in known if n not in wanted)
     report = Report(
         name=name or store_type or default_name(factory),
@@ -317,7 +388,7 @@ def check(
         results=tuple(results),
         capabilities=capabilities,
         partial=partial,
-        not_run=(*deselected, *not_reached),
+        not_run=(*deselected, *(order[p].name for p in sorted(not_reached))),
         deselected=deselected,
         stopped=stopped,
         target=_qualified(factory),
@@ -330,6 +401,50 @@ def check(
     if watch.interrupted:
         raise Interrupted(report)
     return report
+
+
+def _needs_children(order: Iterable[Clause], skip: Mapping[str, str], reopen: Callable[..., Any] | None) -> bool:
+    """Whether a clause of the run forks or spawns processes of its own."""
+    return any((c.processes or (c.reopen and reopen is not None)) and c.name not in skip for c in order)
+
+
+def sharing_refusal(factory: Callable[..., Any], replica: Callable[..., Any] | None = None,
+                    reopen: Callable[..., Any] | None = None) -> str:
+    """Why :func:`check` with ``jobs`` above 1 would keep its clauses in this process,
+    or "" if it would share them among processes."""
+    return workers.refusal([factory, replica, reopen], None)
+
+
+def _one_at_a_time(progress: Callable[[Progress], None] | None) -> Callable[[Progress], None] | None:
+    """``progress``, called by one thread at a time (this process's and the workers' relays)."""
+    if progress is None:
+        return None
+    lock = threading.Lock()
+
+    def serialized(state: Progress) -> None:
+        with lock:
+            progress(state)
+
+    return serialized
+
+
+def _account(pid: int, how: str, order: list[Clause], took: list[int], heard: dict[str, Any],
+             verdicts: dict[int, ClauseResult], not_reached: list[int]) -> None:
+    """A worker ended: a clause it took and gave no verdict for is reported as an error
+    naming how the worker ended (its verdicts so far stand)."""
+    end = heard.get("end")
+    gone = set(end["not_reached"]) if end is not None else set()
+    not_reached.extend(sorted(gone))
+    for position in took:
+        if position in verdicts or position in gone:
+            continue
+        c = order[position]
+        raised = f"; it raised {heard['raised']}" if "raised" in heard else ""
+        verdicts[position] = ClauseResult(
+            c.name, "error", f"the worker process running this clause (pid {pid}) {how or 'ended'} before its "
+            f"verdict{raised}: no verdict on the store; to run every clause in one process, rerun with "
+            "storetest check --jobs 1 (check(jobs=1))",
+            promise=c.promise, topic=c.topic, exists_for=c.exists_for)
 
 
 def check_reopen(reopen: Callable[..., Any] | None, where: str) -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["Life", "Zygote", "alive", "death", "record", "resolve"]
+__all__ = ["Life", "Zygote", "alive", "death", "open_sockets", "record", "resolve"]
 
 #: Seconds a child may take to open its store, or the zygote to start.
 START_TIMEOUT: Final = 120.0
@@ -302,11 +302,11 @@ def _forked(conn: Any, ours: Any, objects: dict[int, Any]) -> None:
     # Ctrl-C reaches the terminal's whole process group: the parent stops and kills the
     # children it asked for; this process ends with it (a daemon) or when asked.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    conn.send((True, _open_sockets()))
+    conn.send((True, open_sockets()))
     _serve(conn, objects)
 
 
-def _open_sockets() -> str:
+def open_sockets() -> str:
     """The peers of the network sockets this process has open, "" if none (or no /proc)."""
     import socket
 

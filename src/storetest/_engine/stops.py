@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from typing import Any, Final, TypeVar
 
 from storetest._engine import profiles, servers
@@ -271,6 +271,11 @@ class Watch:
         self._ids = itertools.count()
         self._plain_making = 0  # > 0 while a plain factory makes a store on the main thread
         self._alarm = False
+        #: The run's worker processes (:mod:`storetest._engine.workers`): Ctrl-C here is
+        #: passed on to them, as the terminal's reaches this process alone.
+        self.workers: list[int] = []
+        #: In a worker: its parent says what Ctrl-C does, once.
+        self.quiet = False
 
     def flying(self) -> list[tuple[str, float]]:
         """The calls in flight, oldest first, with the seconds each has taken so far."""
@@ -482,12 +487,16 @@ class Watch:
             signal.signal(signal.SIGINT, previous)
 
     def _on_interrupt(self, signum: int, frame: object) -> None:
+        for pid in self.workers:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
         if self.interrupted:
-            exit_now("interrupted again: exiting now, without teardown")
+            exit_now("interrupted again: exiting now, without teardown", quiet=self.quiet)
         self.interrupted = True
         self.at_interrupt = self.flying()
-        os.write(2, b"\nstoretest: interrupted: stopping the clause in flight and running its teardown "
-                    b"(Ctrl-C again to exit at once)\n")
+        if not self.quiet:
+            os.write(2, b"\nstoretest: interrupted: stopping the clause in flight and running its teardown "
+                        b"(Ctrl-C again to exit at once)\n")
         loop = self.loop
         if loop is not None:
             try:
@@ -622,12 +631,13 @@ def loop_thread_of(loop: asyncio.AbstractEventLoop) -> LoopThread | None:
 messages_fd = 2
 
 
-def exit_now(why: str) -> None:
+def exit_now(why: str, quiet: bool = False) -> None:
     """Exit at once (status 130), without teardown, but stop the throwaway servers this
     process started (their own process groups: the terminal's Ctrl-C never reached them),
-    saying which, with their pids."""
+    saying which, with their pids (``quiet``: a worker, whose parent says why)."""
     lines = [why, *servers.stop_started_now()]
-    os.write(messages_fd, ("\n" + "".join(f"storetest: {line}\n" for line in lines)).encode())
+    if not quiet or lines[1:]:
+        os.write(messages_fd, ("\n" + "".join(f"storetest: {line}\n" for line in lines)).encode())
     os._exit(INTERRUPTED_STATUS)
 
 

@@ -1,0 +1,241 @@
+"""A run's clauses shared among processes: ``storetest check`` forks ``jobs - 1``
+workers at the start of :func:`storetest.check`, before it starts a thread or calls a
+factory, and each process takes the next clause not yet taken until none is left. The
+clauses that race threads or kill processes come last, in the parent alone, once every
+worker has ended: their threads yield to each other at every line of the store's code
+and want both CPUs (with another process's clauses on the other one, the steer races
+took three times as long).
+
+Each clause runs as it would alone: on a store of its own, with the run's seed and
+nonce, so its inputs and sessions are the same whichever process takes it. A worker
+sends back, over a pipe, each clause it takes (so a worker that dies leaves no clause
+unaccounted for), each verdict as it ends, its progress, and at the end what it
+learned of the store; the parent calls the caller's ``progress`` for it and assembles
+one report, in clause order.
+
+Used only where sharing is safe (:func:`refusal`): fork exists, the factories keep
+their data in the ``tmp_path`` each clause gets (two processes' clauses never meet in
+one database), no network connection is open (one made before the run would be shared
+by both processes), and the caller's process runs no other thread (a fork copies no
+thread, but every lock one holds). Each process that
+runs a process or crash clause forks its own server for its children
+(:mod:`storetest._engine.forking`), after the workers are forked.
+
+A worker has a process group of its own, so the terminal's Ctrl-C reaches the parent
+alone, which passes it on (:attr:`storetest._engine.stops.Watch.workers`); it dies with
+the parent (Linux's ``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import pickle
+import signal
+import struct
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Final, NoReturn
+
+from storetest._engine import forking
+from storetest._engine.crashing import open_sockets
+from storetest._engine.harness import parameter_names
+
+__all__ = ["ENVIRONMENT", "Team", "auto_jobs", "refusal"]
+
+#: Sets the number of processes ``storetest check`` runs clauses in when ``--jobs`` is
+#: not given (``1`` for one process).
+ENVIRONMENT: Final = "STORETEST_JOBS"
+
+_HEADER: Final = struct.Struct("!I")
+
+
+def auto_jobs() -> int:
+    """How many processes ``storetest check`` uses by default: two where the machine
+    has two CPUs or more for this process, else one."""
+    return 2 if _cpus() >= 2 else 1
+
+
+def _cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def refusal(factories: Iterable[Callable[..., Any] | None], fixtures: object) -> str:
+    """Why this run's clauses must stay in one process, or "" if they may be shared."""
+    why = forking.unavailable()
+    if why:
+        return why
+    if fixtures is not None:
+        return "the caller supplies the factories' parameters"
+    names = {n for f in factories if f is not None for n in parameter_names(f) if n != "primary"}
+    if names != {"tmp_path"}:
+        others = sorted(names - {"tmp_path"})
+        return ("the factory takes " + ", ".join(others) + ": two processes' clauses could meet in one "
+                "database" if others else
+                "the factory takes no tmp_path: its data may be anywhere, and two processes' clauses "
+                "could meet there")
+    sockets = open_sockets()
+    if sockets:
+        return f"this process has network connections open ({sockets}), which a fork would share"
+    if threading.active_count() > 1:
+        return (f"{threading.active_count() - 1} other thread(s) run in this process (a fork copies none of "
+                "them, but any lock one holds)")
+    return ""
+
+
+class Team:
+    """The processes sharing one run: this one, and ``jobs - 1`` workers forked now.
+    In a worker, :attr:`worker` is true and the run must end with :meth:`finish`."""
+
+    def __init__(self, jobs: int, alone: Sequence[bool]) -> None:
+        #: The positions any process may take, in order, then those this one runs once
+        #: the workers have ended.
+        self.shared = [p for p, a in enumerate(alone) if not a]
+        self.alone = [p for p, a in enumerate(alone) if a]
+        self._ended: list[tuple[int, str]] | None = None
+        self._join: Callable[[], list[tuple[int, str]]] = list
+        self.worker = False
+        self.parent = os.getpid()
+        # A counter in shared memory: the next clause's position in the run's order.
+        self._next = multiprocessing.get_context("fork").Value("i", 0)
+        self._out = -1
+        self._sending = threading.Lock()
+        #: In the parent: (pid, read end of its pipe) per worker.
+        self.workers: list[tuple[int, int]] = []
+        for _ in range(jobs - 1):
+            read, write = os.pipe()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                for _, fd in self.workers:
+                    os.close(fd)
+                self.workers = []
+                self.worker = True
+                self._out = write
+                _become_worker(self.parent)
+                return
+            os.close(write)
+            self.workers.append((pid, read))
+
+    @property
+    def pids(self) -> list[int]:
+        return [pid for pid, _ in self.workers]
+
+    def positions(self) -> Iterator[int]:
+        """The positions (in the run's order) of the clauses this process takes, one at
+        a time, as it is ready for the next: shared ones first; then, in the parent, once
+        every worker has ended, the ones that run alone."""
+        while True:
+            with self._next.get_lock():
+                taken = self._next.value
+                self._next.value = taken + 1
+            if taken >= len(self.shared):
+                break
+            if self.worker:
+                self.send("took", self.shared[taken])
+            yield self.shared[taken]
+        if not self.worker:
+            self.ended()
+            yield from self.alone
+
+    def ended(self) -> list[tuple[int, str]]:
+        """In the parent: wait for every worker to end; each one's pid and how it ended
+        ("" for a normal exit)."""
+        if self._ended is None:
+            self._ended = self._join()
+        return self._ended
+
+    # -- in a worker -------------------------------------------------------------
+
+    def send(self, *message: Any) -> None:
+        """One message to the parent (from any thread of the worker)."""
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        with self._sending:
+            _write_all(self._out, _HEADER.pack(len(data)) + data)
+
+    def finish(self, **learned: Any) -> NoReturn:
+        """Send what this worker learned of the store and exit, running no exit handler
+        of the parent's."""
+        code = 0
+        try:
+            self.send("end", learned)
+        except BaseException:  # the parent is gone: nobody to tell
+            code = 1
+        finally:
+            os._exit(code)
+
+    def died(self, error: BaseException) -> NoReturn:
+        """A worker's run raised: tell the parent, which reports its clause, and exit."""
+        with contextlib.suppress(BaseException):
+            self.send("raised", f"{type(error).__name__}: {error}")
+        os._exit(1)
+
+    # -- in the parent -----------------------------------------------------------
+
+    def relay(self, on_message: Callable[[int, tuple[Any, ...]], None]) -> None:
+        """Read every worker's messages on threads of this process, calling
+        ``on_message(pid, message)`` for each, until :meth:`ended`."""
+        threads = []
+        for pid, fd in self.workers:
+            thread = threading.Thread(target=_read_messages, args=(pid, fd, on_message), daemon=True,
+                                      name=f"storetest-worker-{pid}")
+            thread.start()
+            threads.append(thread)
+
+        def join() -> list[tuple[int, str]]:
+            ended = []
+            for thread, (pid, _) in zip(threads, self.workers, strict=True):
+                while thread.is_alive():
+                    thread.join(0.2)
+                _, status = os.waitpid(pid, 0)
+                ended.append((pid, _how_it_ended(status)))
+            return ended
+
+        self._join = join
+
+
+def _become_worker(parent: int) -> None:
+    # The terminal's Ctrl-C goes to the foreground process group: the parent passes it on.
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_messages(pid: int, fd: int, on_message: Callable[[int, tuple[Any, ...]], None]) -> None:
+    with os.fdopen(fd, "rb") as pipe:
+        while True:
+            header = pipe.read(_HEADER.size)
+            if len(header) < _HEADER.size:
+                return
+            (size,) = _HEADER.unpack(header)
+            data = pipe.read(size)
+            if len(data) < size:
+                return
+            on_message(pid, pickle.loads(data))
+
+
+def _how_it_ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(number).name}"
+        return f"killed by signal {number}"
+    code = os.WEXITSTATUS(status)
+    return "" if code == 0 else f"exited with status {code}"
