@@ -42,6 +42,8 @@ def make(tmp_path):
     """Logs "pid opened closed" per store; in a worker, as WORKERS_AT says, its second
     store is never made: the worker exits (die) or the factory blocks (block)."""
     made[0] += 1
+    with open(os.environ["WORKERS_LOG"] + ".made", "a") as f:
+        f.write(f"{os.getpid()}\\n")
     if os.getpid() != PARENT and made[0] == 2:
         if os.environ.get("WORKERS_AT") == "die":
             os._exit(3)
@@ -290,3 +292,40 @@ def test_races_run_alone_once_the_workers_have_ended(tmp_path: Path) -> None:
     (parent,) = {pid for pid, *_ in racing}
     worker_end = max(b for pid, _, _, _, b in runs if pid != parent)
     assert all(a >= worker_end for _, _, _, a, _ in racing), runs
+
+
+RAISING = '''
+import os, sys
+sys.path.insert(0, os.getcwd())
+from storetest import check
+from target import make
+
+
+def progress(state):
+    if state.result is not None and os.path.exists(os.environ["WORKERS_LOG"] + ".made"):
+        if {int(line) for line in open(os.environ["WORKERS_LOG"] + ".made")} - {os.getpid()}:
+            raise RuntimeError("the caller's progress display broke")  # once a worker has made a store
+
+
+try:
+    check(make, jobs=2, progress=progress)
+except RuntimeError as exc:
+    print(exc)
+workers = {int(line) for line in open(os.environ["WORKERS_LOG"] + ".made")} - {os.getpid()}
+alive = []
+for pid in workers:
+    try:
+        os.kill(pid, 0)  # a zombie (ended, not reaped) answers too
+        alive.append(pid)
+    except ProcessLookupError:
+        pass
+print(len(workers), "worker(s) made stores;", alive or "none", "alive or unreaped")
+'''
+
+
+def test_a_run_that_raises_leaves_no_worker_behind(tmp_path: Path) -> None:
+    _target(tmp_path)
+    done = subprocess.run([sys.executable, "-c", RAISING], cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == ["the caller's progress display broke",
+                                        "1 worker(s) made stores; none alive or unreaped"], done.stdout + done.stderr

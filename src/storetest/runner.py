@@ -374,6 +374,8 @@ def check(
     except BaseException as exc:
         if team is not None and team.worker:
             team.died(exc)
+        if team is not None:
+            team.abandon()
         raise
     if team is not None and team.worker:
         team.finish(capabilities=capabilities, partial=partial, found_any=found_any, store_type=store_type,

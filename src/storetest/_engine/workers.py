@@ -179,6 +179,17 @@ class Team:
 
     # -- in the parent -----------------------------------------------------------
 
+    def abandon(self) -> None:
+        """In the parent, whose run raised: kill the workers and reap them."""
+        if self._ended is not None:
+            return
+        self._ended = []
+        for pid, _ in self.workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
     def relay(self, on_message: Callable[[int, tuple[Any, ...]], None]) -> None:
         """Read every worker's messages on threads of this process, calling
         ``on_message(pid, message)`` for each, until :meth:`ended`."""
