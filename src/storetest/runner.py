@@ -289,7 +289,9 @@ def check(
             learned.setdefault(pid, {})[kind] = rest[0]
 
     try:
-        with forking.serving([factory, reopen], children), stops.watching(watch), hypothesis_home(), \
+        # A worker runs no clause with children of its own: those run alone, in the parent.
+        serve = children and not (team is not None and team.worker)
+        with forking.serving([factory, reopen], serve), stops.watching(watch), hypothesis_home(), \
                 _Supplier(fixtures, [factory, *([replica] if replica else []),
                                      *([reopen] if reopen else [])]) as supply:
             if team is not None and not team.worker:
