@@ -248,7 +248,7 @@ def test_a_bad_number_of_jobs_is_a_usage_error(given: list[str], tmp_path: Path)
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_storetest_jobs_in_the_environment_sets_the_default(tmp_path: Path, jobs: int) -> None:
-    done, _ = _check(tmp_path, "-k", "transcript or steers", STORETEST_JOBS=str(jobs))
+    done, _ = _check(tmp_path, STORETEST_JOBS=str(jobs))
     assert done.returncode == 0, done.stdout + done.stderr
     assert len({pid for pid, _, _ in _lives(tmp_path)}) == jobs
 
@@ -329,3 +329,112 @@ def test_a_run_that_raises_leaves_no_worker_behind(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.splitlines() == ["the caller's progress display broke",
                                         "1 worker(s) made stores; none alive or unreaped"], done.stdout + done.stderr
+
+
+RELAY_RAISES = '''
+import os, sys, threading
+sys.path.insert(0, os.getcwd())
+from storetest import check
+from target import make
+
+
+def progress(state):
+    # The caller's display fails on a worker's progress, on the thread that relays it.
+    if threading.current_thread().name.startswith("storetest-worker"):
+        raise RuntimeError("the caller's display broke on a worker's line")
+
+
+try:
+    check(make, jobs=2, progress=progress)
+except RuntimeError as exc:
+    print(exc)
+'''
+
+
+def test_progress_that_raises_for_a_worker_neither_hangs_nor_is_lost(tmp_path: Path) -> None:
+    """The relay thread reads the worker's pipe to its end whatever the caller's
+    ``progress`` raises (a worker blocked on a full pipe would never end); the
+    exception comes out of ``check()``, as in one process."""
+    _target(tmp_path)
+    done = subprocess.run([sys.executable, "-c", RELAY_RAISES], cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "the caller's display broke on a worker's line", done.stdout + done.stderr
+
+
+SILENT_DEATH = '''
+import os, sys
+from storetest import runner
+from storetest._engine import workers
+
+send = workers.Team.send
+said = [0]
+
+
+def send_then_die(self, *message):
+    # A worker killed between taking a clause and saying so: its second take is never told.
+    if message[0] == "took":
+        said[0] += 1
+        if said[0] == 2:
+            os._exit(7)
+    send(self, *message)
+
+
+workers.Team.send = send_then_die
+from storetest import cli
+sys.exit(cli.main(["check", "-q", "--jobs", "2", "--seed", "4", "--report", "report.json"]))
+'''
+
+
+def test_a_clause_taken_by_a_worker_that_died_before_saying_so_is_an_error(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", SILENT_DEATH], cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    run = json.loads((tmp_path / "report.json").read_text())["runs"][0]
+    assert run["totals"]["clauses"] == len(run["results"]) == 105, run["totals"]
+    errors = [r for r in run["results"] if r["outcome"] == "error"]
+    assert len(errors) == 1 and "exited with status 7 before its verdict" in errors[0]["diagnosis"], errors
+
+
+FAILING = '''
+import os, time
+
+from reference_stores.sqlite import SQLiteStore
+
+PARENT = os.getpid()  # imported before the workers are forked
+
+
+def make(tmp_path):
+    """Fails in a worker, or in a run of one process; in the first process of two, a
+    slow store that works."""
+    if os.getpid() != PARENT or os.environ.get("ONE_PROCESS"):
+        time.sleep(0.3)
+        raise OSError("the disk is gone")
+    time.sleep(0.5)
+    return SQLiteStore(tmp_path / "sessions.db")
+'''
+
+
+def test_a_factory_that_fails_stops_every_process(tmp_path: Path) -> None:
+    """As one process stops at the factory's first failure, so do two: when the
+    worker's factory fails, the first process runs no clause after the one it had in
+    flight (not the races it would run alone at the end), every other clause not
+    reached."""
+    (tmp_path / "failing.py").write_text(FAILING)
+    runs = {}
+    for jobs in ("1", "2"):
+        env = _env(tmp_path, **({"ONE_PROCESS": "1"} if jobs == "1" else {}))
+        done = subprocess.run([sys.executable, "-m", "storetest.cli", "check", "failing.py:make", "-q", "--jobs",
+                               jobs, "--report", f"{jobs}.json"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 1, done.stdout + done.stderr
+        runs[jobs] = json.loads((tmp_path / f"{jobs}.json").read_text())["runs"][0]
+    one, two = runs["1"], runs["2"]
+    assert [r["outcome"] for r in one["results"]] == ["error"]
+    # What the first process knows the store not to claim is said as such; of the rest,
+    # the error and the one clause in flight beside it.
+    claimed = [r for r in two["results"] if r["outcome"] != "not claimed"]
+    assert len(claimed) <= 2, claimed
+    assert [r["outcome"] for r in claimed].count("error") == 1, claimed
+    assert "the disk is gone" in two["stopped"]
+    for run in (one, two):
+        assert run["totals"]["not reached"] + len(run["results"]) == 105, run["totals"]

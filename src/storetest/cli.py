@@ -265,8 +265,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", metavar="N",
                      help="processes that share the clauses: a number, or auto (the default, or "
                      "STORETEST_JOBS): 2 where this process may use two CPUs or more; clauses stay in one "
-                     "process where sharing is not safe (a factory without tmp_path, a database URL, "
-                     "child processes, network connections open), which --jobs 2 says")
+                     "process where sharing is not safe (a factory without tmp_path, or with a database URL, "
+                     "a network connection or another thread in this process), which --jobs 2 says")
     run.add_argument("--call-timeout", type=float, metavar="SECONDS",
                      help="seconds one call into the store or a factory may take before it is reported "
                      "stuck and its clause ends (default: the profile's, 60)")

@@ -200,9 +200,10 @@ def check(
     :param jobs: how many processes may share the clauses (default 1; ``storetest
         check`` shares them between two where it can): each clause runs on a store of
         its own, with the same inputs and sessions whichever process takes it, so the
-        report is the one a single process gives but for the seconds; the clauses that
-        race threads or kill processes run last, in this process, with no other running
-        (see :mod:`storetest._engine.workers`). Where sharing is not safe every clause
+        report is the one a single process gives but for the seconds (and, where a run
+        stops early, the clause each other process had in flight: its own verdict); the
+        clauses that race threads or kill processes run last, in this process, with no
+        other running (see :mod:`storetest._engine.workers`). Where sharing is not safe every clause
         runs in this process (:func:`sharing_refusal` says why): the factories must take
         ``tmp_path`` and no database URL, no ``fixtures`` may be given, and this process
         may hold no network connection nor run another thread. ``progress`` is called in
@@ -299,7 +300,7 @@ def check(
             for position in team.positions() if team is not None else range(len(order)):
                 c = order[position]
                 claims = set(capabilities) if found_any else declared
-                if stopped or watch.interrupted:
+                if stopped or watch.interrupted or (team is not None and team.stopped()):
                     # Not reached, unless what the store claims is known to leave it out.
                     if claims is not None and c.needs - claims:
                         result = not_claimed(c.name, c.needs - claims, CAPABILITIES, promise=c.promise,
@@ -354,6 +355,8 @@ def check(
                     if result.outcome == "error" and result.setup:
                         # The factory fails the same way for every clause: say it once.
                         stopped = result.diagnosis
+                        if team is not None:
+                            team.stop()
                 if result.outcome == "failed" and c.name in beyond:
                     result = dataclasses.replace(result, diagnosis=f"{BEYOND}: {result.diagnosis}",
                                                  remarks=(*result.remarks, beyond[c.name]))
@@ -363,16 +366,18 @@ def check(
                 elif progress is not None:
                     progress(Progress(c.name, position, len(order), result.seconds, 0, result))
             if team is not None and not team.worker:
-                for pid, how in team.ended():
-                    _account(pid, how, order, taken.get(pid, []), learned.get(pid, {}), verdicts, not_reached)
+                ended = team.ended()
+                for pid, _ in ended:
                     end = learned.get(pid, {}).get("end")
                     if end is not None:
+                        not_reached.extend(end["not_reached"])
                         if not found_any and end["found_any"]:
                             capabilities, partial, found_any = end["capabilities"], end["partial"], True
                         store_type = store_type or end["store_type"]
                         stopped = stopped or end["stopped"]
                         if end["interrupted"]:
                             watch.interrupted = True
+                _account(ended, order, team.taken(), taken, learned, verdicts, not_reached)
     except BaseException as exc:
         if team is not None and team.worker:
             team.died(exc)
@@ -432,18 +437,20 @@ def _one_at_a_time(progress: Callable[[Progress], None] | None) -> Callable[[Pro
     return serialized
 
 
-def _account(pid: int, how: str, order: list[Clause], took: list[int], heard: dict[str, Any],
-             verdicts: dict[int, ClauseResult], not_reached: list[int]) -> None:
-    """A worker ended: a clause it took and gave no verdict for is reported as an error
-    naming how the worker ended (its verdicts so far stand)."""
-    end = heard.get("end")
-    gone = set(end["not_reached"]) if end is not None else set()
-    not_reached.extend(sorted(gone))
-    for position in took:
+def _account(ended: list[tuple[int, str]], order: list[Clause], shared: list[int], took: dict[int, list[int]],
+             heard: dict[int, dict[str, Any]], verdicts: dict[int, ClauseResult], not_reached: list[int]) -> None:
+    """The workers ended: a clause some process took and nobody gave a verdict for (a
+    worker died in it, or between taking it and saying so) is reported as an error
+    naming the worker and how it ended (its verdicts so far stand)."""
+    gone = set(not_reached)
+    for position in shared:
         if position in verdicts or position in gone:
             continue
+        # The worker that said it took the clause; else one that ended without its last word.
+        pid, how = next(((p, h) for p, h in ended if position in took.get(p, [])),
+                        next(((p, h) for p, h in ended if h or "end" not in heard.get(p, {})), ended[0]))
         c = order[position]
-        raised = f"; it raised {heard['raised']}" if "raised" in heard else ""
+        raised = f"; it raised {heard[pid]['raised']}" if "raised" in heard.get(pid, {}) else ""
         verdicts[position] = ClauseResult(
             c.name, "error", f"the worker process running this clause (pid {pid}) {how or 'ended'} before its "
             f"verdict{raised}: no verdict on the store; to run every clause in one process, rerun with "

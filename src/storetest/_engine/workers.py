@@ -8,18 +8,19 @@ took three times as long).
 
 Each clause runs as it would alone: on a store of its own, with the run's seed and
 nonce, so its inputs and sessions are the same whichever process takes it. A worker
-sends back, over a pipe, each clause it takes (so a worker that dies leaves no clause
-unaccounted for), each verdict as it ends, its progress, and at the end what it
-learned of the store; the parent calls the caller's ``progress`` for it and assembles
-one report, in clause order.
+sends back, over a pipe, each clause it takes, each verdict as it ends, its progress,
+and at the end what it learned of the store; the parent calls the caller's
+``progress`` for it and assembles one report, in clause order. A clause taken and never
+answered for (the worker died) is reported as an error saying how the worker ended.
+Where one process stops (the factory failed, Ctrl-C), the others take no more clauses;
+the clause each had in flight then has its own verdict, where one process would have
+left it not reached.
 
 Used only where sharing is safe (:func:`refusal`): fork exists, the factories keep
 their data in the ``tmp_path`` each clause gets (two processes' clauses never meet in
 one database), no network connection is open (one made before the run would be shared
 by both processes), and the caller's process runs no other thread (a fork copies no
-thread, but every lock one holds). Each process that
-runs a process or crash clause forks its own server for its children
-(:mod:`storetest._engine.forking`), after the workers are forked.
+thread, but every lock one holds).
 
 A worker has a process group of its own, so the terminal's Ctrl-C reaches the parent
 alone, which passes it on (:attr:`storetest._engine.stops.Watch.workers`); it dies with
@@ -82,10 +83,19 @@ def refusal(factories: Iterable[Callable[..., Any] | None], fixtures: object) ->
     sockets = open_sockets()
     if sockets:
         return f"this process has network connections open ({sockets}), which a fork would share"
-    if threading.active_count() > 1:
-        return (f"{threading.active_count() - 1} other thread(s) run in this process (a fork copies none of "
-                "them, but any lock one holds)")
+    threads = _threads()
+    if threads > 1:
+        return (f"{threads - 1} other thread(s) run in this process (a fork copies none of them, but any lock "
+                "one holds)")
     return ""
+
+
+def _threads() -> int:
+    """The threads of this process: the kernel's count where there is one (a C
+    library's own threads too), else Python's."""
+    with contextlib.suppress(OSError):
+        return len(os.listdir("/proc/self/task"))
+    return threading.active_count()
 
 
 class Team:
@@ -101,28 +111,39 @@ class Team:
         self._join: Callable[[], list[tuple[int, str]]] = list
         self.worker = False
         self.parent = os.getpid()
-        # A counter in shared memory: the next clause's position in the run's order.
-        self._next = multiprocessing.get_context("fork").Value("i", 0)
+        fork = multiprocessing.get_context("fork")
+        # In shared memory: how many shared positions were taken, and whether a process
+        # saw the factory fail (then the others take no more clauses, as one process
+        # stops at the first such failure).
+        self._next = fork.Value("i", 0)
+        self._stop = fork.Value("b", 0, lock=False)
         self._out = -1
         self._sending = threading.Lock()
         #: In the parent: (pid, read end of its pipe) per worker.
         self.workers: list[tuple[int, int]] = []
-        for _ in range(jobs - 1):
-            read, write = os.pipe()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                for _, fd in self.workers:
-                    os.close(fd)
-                self.workers = []
-                self.worker = True
-                self._out = write
-                _become_worker(self.parent)
-                return
-            os.close(write)
-            self.workers.append((pid, read))
+        #: In the parent: what a relay thread's ``on_message`` raised (the caller's
+        #: ``progress``), raised again by :meth:`ended` in the thread that waits.
+        self.errors: list[BaseException] = []
+        try:
+            for _ in range(jobs - 1):
+                read, write = os.pipe()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    os.close(read)
+                    for _, fd in self.workers:
+                        os.close(fd)
+                    self.workers = []
+                    self.worker = True
+                    self._out = write
+                    _become_worker(self.parent)
+                    return
+                os.close(write)
+                self.workers.append((pid, read))
+        except BaseException:
+            self.abandon()
+            raise
 
     @property
     def pids(self) -> list[int]:
@@ -147,10 +168,25 @@ class Team:
 
     def ended(self) -> list[tuple[int, str]]:
         """In the parent: wait for every worker to end; each one's pid and how it ended
-        ("" for a normal exit)."""
+        ("" for a normal exit). Raises what a relay thread's ``on_message`` raised."""
         if self._ended is None:
             self._ended = self._join()
+        if self.errors:
+            raise self.errors[0]
         return self._ended
+
+    def stop(self) -> None:
+        """The factory failed here: no process takes another clause."""
+        self._stop.value = 1
+
+    def stopped(self) -> bool:
+        """Whether a process saw the factory fail."""
+        return bool(self._stop.value)
+
+    def taken(self) -> list[int]:
+        """In the parent, once the workers have ended: every shared position some
+        process took (a worker may die between taking one and saying so)."""
+        return self.shared[: self._next.value]
 
     # -- in a worker -------------------------------------------------------------
 
@@ -169,13 +205,13 @@ class Team:
         except BaseException:  # the parent is gone: nobody to tell
             code = 1
         finally:
-            os._exit(code)
+            _exit(code)
 
     def died(self, error: BaseException) -> NoReturn:
         """A worker's run raised: tell the parent, which reports its clause, and exit."""
         with contextlib.suppress(BaseException):
             self.send("raised", f"{type(error).__name__}: {error}")
-        os._exit(1)
+        _exit(1)
 
     # -- in the parent -----------------------------------------------------------
 
@@ -195,7 +231,7 @@ class Team:
         ``on_message(pid, message)`` for each, until :meth:`ended`."""
         threads = []
         for pid, fd in self.workers:
-            thread = threading.Thread(target=_read_messages, args=(pid, fd, on_message), daemon=True,
+            thread = threading.Thread(target=_read_messages, args=(pid, fd, on_message, self.errors), daemon=True,
                                       name=f"storetest-worker-{pid}")
             thread.start()
             threads.append(thread)
@@ -213,9 +249,12 @@ class Team:
 
 
 def _become_worker(parent: int) -> None:
-    # The terminal's Ctrl-C goes to the foreground process group: the parent passes it on.
+    # The terminal's Ctrl-C goes to the foreground process group: the parent passes it
+    # on, once, which the run's watch hears; outside it (before, and once the run's
+    # teardown is done) a Ctrl-C must not cut the worker's last message short.
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -229,7 +268,18 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _read_messages(pid: int, fd: int, on_message: Callable[[int, tuple[Any, ...]], None]) -> None:
+def _exit(code: int) -> NoReturn:
+    # What a store or factory printed in the worker, out before its exit.
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _read_messages(pid: int, fd: int, on_message: Callable[[int, tuple[Any, ...]], None],
+                   errors: list[BaseException]) -> None:
+    # Read to the end whatever on_message raises: a worker blocked writing to a full
+    # pipe would never end, and the parent waits for it.
     with os.fdopen(fd, "rb") as pipe:
         while True:
             header = pipe.read(_HEADER.size)
@@ -239,7 +289,10 @@ def _read_messages(pid: int, fd: int, on_message: Callable[[int, tuple[Any, ...]
             data = pipe.read(size)
             if len(data) < size:
                 return
-            on_message(pid, pickle.loads(data))
+            try:
+                on_message(pid, pickle.loads(data))
+            except BaseException as exc:
+                errors.append(exc)
 
 
 def _how_it_ended(status: int) -> str:
