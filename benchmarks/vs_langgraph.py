@@ -6,7 +6,8 @@ and the process clause's time per binding.
 
 Part 1, interleaved so both sides see the machine alike (ours, theirs, theirs, ours, ...
 alternating who goes first each round): ``python -m storetest.cli check`` (the default
-check: the SQLite reference store, the default profile) against
+check: the SQLite reference store, the default profile, its clauses shared between two
+processes where the machine has two CPUs, as a user runs it) against
 ``langgraph-checkpoint-conformance``'s ``validate()`` on ``AsyncSqliteSaver`` (every
 capability it detects; a database file in the working directory), each as a fresh
 Python process in a working directory of its own with an empty ``XDG_CACHE_HOME``.
