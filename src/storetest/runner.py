@@ -263,8 +263,8 @@ def check(
     team = None
     if jobs > 1 and not workers.refusal([factory, replica, reopen], fixtures):
         # Forks here, before a thread or a factory call. A race, and a clause that kills
-        # processes, runs alone: another process's clauses on the other CPU slowed the
-        # races' threads, which yield to each other at every line, three times over.
+        # processes, runs alone: beside a busy process the races' threads, which yield
+        # to each other at every line, took four times as long (benchmarks/race_beside.py).
         team = workers.Team(jobs, [c.races or c.processes or c.reopen for c in order])
         if team.worker:
             watch.quiet = True

@@ -3,8 +3,8 @@ workers at the start of :func:`storetest.check`, before it starts a thread or ca
 factory, and each process takes the next clause not yet taken until none is left. The
 clauses that race threads or kill processes come last, in the parent alone, once every
 worker has ended: their threads yield to each other at every line of the store's code
-and want both CPUs (with another process's clauses on the other one, the steer races
-took three times as long).
+and want both CPUs (beside a busy process, the default check's races took four times
+as long: ``benchmarks/race_beside.py``).
 
 Each clause runs as it would alone: on a store of its own, with the run's seed and
 nonce, so its inputs and sessions are the same whichever process takes it. A worker
