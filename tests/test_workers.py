@@ -194,18 +194,18 @@ def test_a_factory_whose_data_may_be_shared_keeps_to_one_process(tmp_path: Path,
 
 SHARING = '''
 import socket, sys, threading
-from storetest.runner import sharing_refusal
+from storetest._engine.workers import refusal
 
 def make(tmp_path):
     pass
 
-print(repr(sharing_refusal(make)))
+print(repr(refusal([make], None)))
 if sys.argv[1] == "thread":
     threading.Thread(target=threading.Event().wait, daemon=True).start()
 elif sys.argv[1] == "socket":
     server = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(server.getsockname())
-print(sharing_refusal(make))
+print(refusal([make], None))
 '''
 
 
@@ -438,3 +438,38 @@ def test_a_factory_that_fails_stops_every_process(tmp_path: Path) -> None:
     assert "the disk is gone" in two["stopped"]
     for run in (one, two):
         assert run["totals"]["not reached"] + len(run["results"]) == 105, run["totals"]
+
+
+WORKER_RAISES = '''
+import os, sys
+from storetest import runner
+
+PARENT = os.getpid()
+run = runner._run
+calls = [0]
+
+
+def raising(c, *args, **kwargs):
+    # storetest's own code failing in a worker, outside any clause's verdict.
+    calls[0] += 1
+    if os.getpid() != PARENT and calls[0] == 2:
+        raise RuntimeError("the harness broke")
+    return run(c, *args, **kwargs)
+
+
+runner._run = raising
+from storetest import cli
+sys.exit(cli.main(["check", "-q", "--jobs", "2", "--seed", "6", "--report", "report.json"]))
+'''
+
+
+def test_what_a_worker_raised_names_its_clause(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", WORKER_RAISES], cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    run = json.loads((tmp_path / "report.json").read_text())["runs"][0]
+    errors = [r for r in run["results"] if r["outcome"] == "error"]
+    assert len(errors) == 1, errors
+    assert ("exited with status 1 before its verdict; it raised RuntimeError: the harness broke"
+            in errors[0]["diagnosis"]), errors
+    assert run["totals"]["clauses"] == len(run["results"]) == 105

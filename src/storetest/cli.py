@@ -346,16 +346,10 @@ def _command(argv: list[str] | None, known: _Known) -> int:
     known.args = args
     # Everything else loads now (Ctrl-C here is main()'s).
     from storetest._engine.profiles import check_call_timeout
+    from storetest._engine.workers import refusal
     from storetest.clauses import CLAUSES
     from storetest.results import SHOWN, Interrupted
-    from storetest.runner import (
-        SUPPLIED,
-        check,
-        sharing_refusal,
-        unsupplied,
-        with_reopen_advice,
-        with_replica_advice,
-    )
+    from storetest.runner import SUPPLIED, check, unsupplied, with_reopen_advice, with_replica_advice
 
     # Importing the target must work from the caller's directory, as `python -m` would.
     sys.path.insert(0, os.getcwd())
@@ -406,7 +400,7 @@ def _command(argv: list[str] | None, known: _Known) -> int:
             print(f"  [{state.index + 1}/{state.total}] ...   {state.clause}: {state.elapsed:.0f}s, "
                   f"{state.examples} examples or rounds done{flying}", flush=True)
 
-    if asked and jobs > 1 and (alone := sharing_refusal(factory, replica, reopen)):
+    if asked and jobs > 1 and (alone := refusal([factory, replica, reopen], None)):
         print(f"storetest check: every clause runs in this one process: {alone}", file=sys.stderr)
     try:
         report = check(factory, replica, clauses=clauses, profile=args.profile, seed=args.seed,

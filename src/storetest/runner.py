@@ -204,7 +204,7 @@ def check(
         stops early, the clause each other process had in flight: its own verdict); the
         clauses that race threads or kill processes run last, in this process, with no
         other running (see :mod:`storetest._engine.workers`). Where sharing is not safe every clause
-        runs in this process (:func:`sharing_refusal` says why): the factories must take
+        runs in this process (``storetest check --jobs 2`` says why): the factories must take
         ``tmp_path`` and no database URL, no ``fixtures`` may be given, and this process
         may hold no network connection nor run another thread. ``progress`` is called in
         this process for every clause.
@@ -272,22 +272,15 @@ def check(
         else:
             watch.workers = team.pids
             progress = _one_at_a_time(progress)
-    taken: dict[int, list[int]] = {}
-    learned: dict[int, dict[str, Any]] = {}
 
-    def heard(pid: int, message: tuple[Any, ...]) -> None:  # a worker's, on its relay thread
+    def heard(message: tuple[Any, ...]) -> None:  # a worker's verdict or progress, on its relay thread
         kind, *rest = message
-        if kind == "took":
-            taken.setdefault(pid, []).append(rest[0])
-        elif kind == "verdict":
-            verdicts[rest[0]] = rest[1]
-            if progress is not None:
-                progress(Progress(rest[1].clause, rest[0], len(order), rest[1].seconds, 0, rest[1]))
-        elif kind == "progress":
-            if progress is not None:
-                progress(rest[0])
-        else:  # "end" or "raised"
-            learned.setdefault(pid, {})[kind] = rest[0]
+        if kind == "verdict":
+            position, result = rest
+            verdicts[position] = result
+            rest = [Progress(result.clause, position, len(order), result.seconds, 0, result)]
+        if progress is not None:
+            progress(rest[0])
 
     try:
         # A worker runs no clause with children of its own: those run alone, in the parent.
@@ -366,18 +359,20 @@ def check(
                 elif progress is not None:
                     progress(Progress(c.name, position, len(order), result.seconds, 0, result))
             if team is not None and not team.worker:
-                ended = team.ended()
-                for pid, _ in ended:
-                    end = learned.get(pid, {}).get("end")
-                    if end is not None:
-                        not_reached.extend(end["not_reached"])
-                        if not found_any and end["found_any"]:
-                            capabilities, partial, found_any = end["capabilities"], end["partial"], True
-                        store_type = store_type or end["store_type"]
-                        stopped = stopped or end["stopped"]
-                        if end["interrupted"]:
-                            watch.interrupted = True
-                _account(ended, order, team.taken(), taken, learned, verdicts, not_reached)
+                team.ended()
+                for end in team.learned():
+                    not_reached.extend(end["not_reached"])
+                    if not found_any and end["found_any"]:
+                        capabilities, partial, found_any = end["capabilities"], end["partial"], True
+                    store_type = store_type or end["store_type"]
+                    stopped = stopped or end["stopped"]
+                    watch.interrupted = watch.interrupted or end["interrupted"]
+                for position, what in team.unanswered({*verdicts, *not_reached}):
+                    c = order[position]
+                    verdicts[position] = ClauseResult(
+                        c.name, "error", f"{what}: no verdict on the store; to run every clause in one process, "
+                        "rerun with storetest check --jobs 1 (check(jobs=1))",
+                        promise=c.promise, topic=c.topic, exists_for=c.exists_for)
     except BaseException as exc:
         if team is not None and team.worker:
             team.died(exc)
@@ -417,13 +412,6 @@ def _needs_children(order: Iterable[Clause], skip: Mapping[str, str], reopen: Ca
     return any((c.processes or (c.reopen and reopen is not None)) and c.name not in skip for c in order)
 
 
-def sharing_refusal(factory: Callable[..., Any], replica: Callable[..., Any] | None = None,
-                    reopen: Callable[..., Any] | None = None) -> str:
-    """Why :func:`check` with ``jobs`` above 1 would keep its clauses in this process,
-    or "" if it would share them among processes."""
-    return workers.refusal([factory, replica, reopen], None)
-
-
 def _one_at_a_time(progress: Callable[[Progress], None] | None) -> Callable[[Progress], None] | None:
     """``progress``, called by one thread at a time (this process's and the workers' relays)."""
     if progress is None:
@@ -435,27 +423,6 @@ def _one_at_a_time(progress: Callable[[Progress], None] | None) -> Callable[[Pro
             progress(state)
 
     return serialized
-
-
-def _account(ended: list[tuple[int, str]], order: list[Clause], shared: list[int], took: dict[int, list[int]],
-             heard: dict[int, dict[str, Any]], verdicts: dict[int, ClauseResult], not_reached: list[int]) -> None:
-    """The workers ended: a clause some process took and nobody gave a verdict for (a
-    worker died in it, or between taking it and saying so) is reported as an error
-    naming the worker and how it ended (its verdicts so far stand)."""
-    gone = set(not_reached)
-    for position in shared:
-        if position in verdicts or position in gone:
-            continue
-        # The worker that said it took the clause; else one that ended without its last word.
-        pid, how = next(((p, h) for p, h in ended if position in took.get(p, [])),
-                        next(((p, h) for p, h in ended if h or "end" not in heard.get(p, {})), ended[0]))
-        c = order[position]
-        raised = f"; it raised {heard[pid]['raised']}" if "raised" in heard.get(pid, {}) else ""
-        verdicts[position] = ClauseResult(
-            c.name, "error", f"the worker process running this clause (pid {pid}) {how or 'ended'} before its "
-            f"verdict{raised}: no verdict on the store; to run every clause in one process, rerun with "
-            "storetest check --jobs 1 (check(jobs=1))",
-            promise=c.promise, topic=c.topic, exists_for=c.exists_for)
 
 
 def check_reopen(reopen: Callable[..., Any] | None, where: str) -> None:

@@ -124,6 +124,10 @@ class Team:
         #: In the parent: what a relay thread's ``on_message`` raised (the caller's
         #: ``progress``), raised again by :meth:`ended` in the thread that waits.
         self.errors: list[BaseException] = []
+        # In the parent, per worker: the positions it said it took, and its last words
+        # ("end": what it learned of the store; "raised": why its run stopped).
+        self._took: dict[int, list[int]] = {}
+        self._last: dict[int, dict[str, Any]] = {}
         try:
             for _ in range(jobs - 1):
                 read, write = os.pipe()
@@ -183,10 +187,27 @@ class Team:
         """Whether a process saw the factory fail."""
         return bool(self._stop.value)
 
-    def taken(self) -> list[int]:
-        """In the parent, once the workers have ended: every shared position some
-        process took (a worker may die between taking one and saying so)."""
-        return self.shared[: self._next.value]
+    def learned(self) -> list[dict[str, Any]]:
+        """In the parent, once the workers have ended: what each one that ended its run
+        learned (:meth:`finish`'s keywords)."""
+        return [last["end"] for last in self._last.values() if "end" in last]
+
+    def unanswered(self, answered: set[int]) -> list[tuple[int, str]]:
+        """In the parent, once the workers have ended: each shared position some process
+        took (a worker may die between taking one and saying so) that is not in
+        ``answered``, with what became of the worker that had it."""
+        ended = self.ended()
+        lost = []
+        for position in self.shared[: self._next.value]:
+            if position in answered:
+                continue
+            # The worker that said it took the clause; else one that ended without its last word.
+            pid, how = next(((p, h) for p, h in ended if position in self._took.get(p, [])),
+                            next(((p, h) for p, h in ended if h or "end" not in self._last.get(p, {})), ended[0]))
+            raised = self._last.get(pid, {}).get("raised")
+            lost.append((position, f"the worker process running this clause (pid {pid}) {how or 'ended'} before "
+                                   f"its verdict" + (f"; it raised {raised}" if raised else "")))
+        return lost
 
     # -- in a worker -------------------------------------------------------------
 
@@ -226,12 +247,22 @@ class Team:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
 
-    def relay(self, on_message: Callable[[int, tuple[Any, ...]], None]) -> None:
-        """Read every worker's messages on threads of this process, calling
-        ``on_message(pid, message)`` for each, until :meth:`ended`."""
+    def relay(self, on_message: Callable[[tuple[Any, ...]], None]) -> None:
+        """Read every worker's messages on threads of this process until :meth:`ended`,
+        calling ``on_message(message)`` for each verdict and progress."""
+
+        def heard(pid: int, message: tuple[Any, ...]) -> None:
+            kind, *rest = message
+            if kind == "took":
+                self._took.setdefault(pid, []).append(rest[0])
+            elif kind in ("end", "raised"):
+                self._last.setdefault(pid, {})[kind] = rest[0]
+            else:
+                on_message(message)
+
         threads = []
         for pid, fd in self.workers:
-            thread = threading.Thread(target=_read_messages, args=(pid, fd, on_message, self.errors), daemon=True,
+            thread = threading.Thread(target=_read_messages, args=(pid, fd, heard, self.errors), daemon=True,
                                       name=f"storetest-worker-{pid}")
             thread.start()
             threads.append(thread)
