@@ -283,6 +283,26 @@ def test_a_racer_that_never_comes_holds_the_others_only_until_the_barrier_timeou
     assert sorted(events) == ["arrive 0", "arrive 1", "leave 0", "leave 1"]
 
 
+def test_a_racer_spinning_at_the_start_line_hands_the_interpreter_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once everyone has arrived, a racer spins until the last one is awake, yielding at
+    every turn as at every line of the store's code: one that kept the interpreter for
+    the switch interval made each thread still waking wait for it
+    (benchmarks/start_line.py)."""
+    line = races.StartLine(2)
+    line.arrived = 1  # the other racer has arrived and is still waking
+    turns: list[int] = []
+
+    def yielded() -> None:
+        turns.append(len(turns))
+        if len(turns) == 3:
+            line.awake += 1  # the other one wakes
+            line.go = True
+
+    monkeypatch.setattr(races, "_yield_to_others", yielded)
+    line.wait()
+    assert turns == [0, 1, 2]
+
+
 def test_histories_are_long() -> None:
     """The state machine runs well past 20 steps on the default profile."""
     assert PROFILES["fast"].model_steps >= 50

@@ -109,7 +109,10 @@ class StartLine:
     finishes a short call before the last has woken. Here threads sleep until all have
     arrived (a spinning thread would take the interpreter from the ones still on their
     way), then each spins until all are awake, so all are running when the last one
-    wakes."""
+    wakes. A spinner hands the interpreter on at every turn, as a racer does at every
+    line (:func:`_yield_to_others`): one that kept it for the switch interval made each
+    thread still waking wait for it (a start of eight threads took 7.5 times as long:
+    ``benchmarks/start_line.py``)."""
 
     def __init__(self, parties: int) -> None:
         self.parties = parties
@@ -133,7 +136,7 @@ class StartLine:
             if self.awake >= self.parties:
                 self.go = True
         while not self.go and time.monotonic() < deadline:
-            pass  # spinning keeps this thread runnable; the narrowed interval shares the GIL
+            _yield_to_others()  # runnable, and the ones still waking get the interpreter
 
 
 _START: contextvars.ContextVar[StartLine | None] = contextvars.ContextVar(
