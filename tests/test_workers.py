@@ -268,7 +268,8 @@ def logged(c, *args, **kwargs):
         return run(c, *args, **kwargs)
     finally:
         with open(LOG, "a") as f:
-            f.write(f"{os.getpid()} {c.name} {int(c.races or c.processes or c.reopen)} {began} {time.monotonic()}\\n")
+            f.write(f"{os.getpid()} {c.name} {int(c.races or c.processes or c.reopen)} {int(c.long)} {began} "
+                    f"{time.monotonic()}\\n")
 
 
 runner._run = logged
@@ -277,21 +278,38 @@ sys.exit(cli.main(["check", "-q", "--jobs", "2", "--seed", "2"]))
 '''
 
 
-def test_races_run_alone_once_the_workers_have_ended(tmp_path: Path) -> None:
-    """Every clause that races threads (or kills processes) runs in the parent after
-    the last clause of a worker ended; the others are shared."""
+def _clauses_run(tmp_path: Path) -> list[tuple[int, str, bool, bool, float, float]]:
+    """The default check in two processes: per clause run, (pid, clause, whether it runs
+    alone, whether it is long, began, ended)."""
     log = tmp_path / "clauses.log"
     done = subprocess.run([sys.executable, "-c", ORDER, str(log)], cwd=tmp_path, env=_env(tmp_path),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    runs = [(int(pid), name, alone == "1", float(a), float(b))
-            for pid, name, alone, a, b in (line.split() for line in log.read_text().splitlines())]
+    return [(int(pid), name, alone == "1", long == "1", float(a), float(b))
+            for pid, name, alone, long, a, b in (line.split() for line in log.read_text().splitlines())]
+
+
+def test_races_run_alone_once_the_workers_have_ended(tmp_path: Path) -> None:
+    """Every clause that races threads (or kills processes) runs in the parent after
+    the last clause of a worker ended; the others are shared."""
+    runs = [(pid, name, alone, a, b) for pid, name, alone, _, a, b in _clauses_run(tmp_path)]
     assert len({pid for pid, *_ in runs}) == 2, runs
     racing = [r for r in runs if r[2]]
     assert len(racing) >= 4, runs
     (parent,) = {pid for pid, *_ in racing}
     worker_end = max(b for pid, _, _, _, b in runs if pid != parent)
     assert all(a >= worker_end for _, _, _, a, _ in racing), runs
+
+
+def test_the_long_clauses_are_taken_first(tmp_path: Path) -> None:
+    """A state machine or a size ladder (``Clause.long``) taken last kept its process
+    running it while the other, done, waited: both are started before any other
+    clause the processes share."""
+    runs = _clauses_run(tmp_path)
+    long = [a for _, _, alone, is_long, a, _ in runs if is_long and not alone]
+    short = [a for _, _, alone, is_long, a, _ in runs if not is_long and not alone]
+    assert len(long) >= 2 and short, runs
+    assert max(long) <= min(short), sorted(runs, key=lambda r: r[4])
 
 
 RAISING = '''

@@ -265,7 +265,11 @@ def check(
         # Forks here, before a thread or a factory call. A race, and a clause that kills
         # processes, runs alone: beside a busy process the races' threads, which yield
         # to each other at every line, took four times as long (benchmarks/race_beside.py).
-        team = workers.Team(jobs, [c.races or c.processes or c.reopen for c in order])
+        # The long clauses are taken first: one taken last kept its process running it
+        # while the other, done, waited for it (a third of the shared time, idle).
+        alone = [p for p, c in enumerate(order) if c.races or c.processes or c.reopen]
+        shared = sorted(set(range(len(order))) - set(alone), key=lambda p: (not order[p].long, p))
+        team = workers.Team(jobs, shared, alone)
         if team.worker:
             watch.quiet = True
             progress = functools.partial(team.send, "progress")

@@ -1,7 +1,8 @@
 """A run's clauses shared among processes: ``storetest check`` forks ``jobs - 1``
 workers at the start of :func:`storetest.check`, before it starts a thread or calls a
-factory, and each process takes the next clause not yet taken until none is left. The
-clauses that race threads or kill processes come last, in the parent alone, once every
+factory, and each process takes the next clause not yet taken until none is left, the
+long ones first (``Clause.long``: a state machine taken last ran on in one process
+while the other waited). The clauses that race threads or kill processes come last, in the parent alone, once every
 worker has ended: their threads yield to each other at every line of the store's code
 and want both CPUs (beside a busy process, the default check's races took four times
 as long: ``benchmarks/race_beside.py``).
@@ -102,11 +103,11 @@ class Team:
     """The processes sharing one run: this one, and ``jobs - 1`` workers forked now.
     In a worker, :attr:`worker` is true and the run must end with :meth:`finish`."""
 
-    def __init__(self, jobs: int, alone: Sequence[bool]) -> None:
-        #: The positions any process may take, in order, then those this one runs once
-        #: the workers have ended.
-        self.shared = [p for p, a in enumerate(alone) if not a]
-        self.alone = [p for p, a in enumerate(alone) if a]
+    def __init__(self, jobs: int, shared: Sequence[int], alone: Sequence[int]) -> None:
+        #: The positions any process may take, in the order they are taken, then those
+        #: this one runs once the workers have ended.
+        self.shared = list(shared)
+        self.alone = list(alone)
         self._ended: list[tuple[int, str]] | None = None
         self._join: Callable[[], list[tuple[int, str]]] = list
         self.worker = False

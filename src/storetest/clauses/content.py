@@ -210,7 +210,7 @@ def _field_corpora(large_ones: bool) -> Iterator[tuple[str, list[Message]]]:
                               for v in sized("attachment data")]
 
 
-@clause()
+@clause(long=True)
 def every_field_round_trips_at_every_size(t: Target) -> None:
     """Every field comes back whole at every size of the input model's ladder: 0, 1 and
     2^k - 1, 2^k, 2^k + 1 up to 64 KiB + 1 and the field's limit (to 1 MiB + 1 for fields
