@@ -2,7 +2,7 @@
 and :func:`storetest.check` alike.
 
 ``fast`` is the default (seconds per store); ``ci`` doubles its examples and steps and
-runs 32 race rounds to its 6; ``thorough`` is slow and opt-in. No deadline on a
+runs 32 race rounds to its 2; ``thorough`` is slow and opt-in. No deadline on a
 clause or an example (a real database's latency is not the store's bug); only a call
 that does not return at all is cut off, after ``call_timeout`` seconds, above any bound
 a reference store puts on its own calls.
@@ -60,7 +60,7 @@ class Profile:
 PROFILES: Final[dict[str, Profile]] = {
     p.name: p
     for p in (
-        Profile("fast", examples=20, model_steps=50, race_rounds=6, shrink_steps=40, shrink_steps_named=6,
+        Profile("fast", examples=20, model_steps=50, race_rounds=2, shrink_steps=40, shrink_steps_named=6,
                 shrink_seconds=3.0),
         Profile("ci", examples=40, model_steps=100, race_rounds=32, shrink_steps=100, shrink_steps_named=20,
                 shrink_seconds=15.0, crash_kills=48, crash_seconds=80.0),
