@@ -11,6 +11,7 @@ each store's life: which process made it, and when it was opened and closed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -22,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from storetest import check
+from storetest import check, runner
 from storetest._engine import workers
+from storetest.clauses import CLAUSES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -268,7 +270,7 @@ def logged(c, *args, **kwargs):
         return run(c, *args, **kwargs)
     finally:
         with open(LOG, "a") as f:
-            f.write(f"{os.getpid()} {c.name} {int(c.races or c.processes or c.reopen)} {int(c.long)} {began} "
+            f.write(f"{os.getpid()} {c.name} {int(c.races or c.processes or c.reopen)} {c.cost} {began} "
                     f"{time.monotonic()}\\n")
 
 
@@ -278,15 +280,15 @@ sys.exit(cli.main(["check", "-q", "--jobs", "2", "--seed", "2"]))
 '''
 
 
-def _clauses_run(tmp_path: Path) -> list[tuple[int, str, bool, bool, float, float]]:
+def _clauses_run(tmp_path: Path) -> list[tuple[int, str, bool, int, float, float]]:
     """The default check in two processes: per clause run, (pid, clause, whether it runs
-    alone, whether it is long, began, ended)."""
+    alone, its cost, began, ended)."""
     log = tmp_path / "clauses.log"
     done = subprocess.run([sys.executable, "-c", ORDER, str(log)], cwd=tmp_path, env=_env(tmp_path),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    return [(int(pid), name, alone == "1", long == "1", float(a), float(b))
-            for pid, name, alone, long, a, b in (line.split() for line in log.read_text().splitlines())]
+    return [(int(pid), name, alone == "1", int(cost), float(a), float(b))
+            for pid, name, alone, cost, a, b in (line.split() for line in log.read_text().splitlines())]
 
 
 def test_races_run_alone_once_the_workers_have_ended(tmp_path: Path) -> None:
@@ -301,15 +303,17 @@ def test_races_run_alone_once_the_workers_have_ended(tmp_path: Path) -> None:
     assert all(a >= worker_end for _, _, _, a, _ in racing), runs
 
 
-def test_the_long_clauses_are_taken_first(tmp_path: Path) -> None:
-    """A state machine or a size ladder (``Clause.long``) taken last kept its process
-    running it while the other, done, waited: both are started before any other
-    clause the processes share."""
-    runs = _clauses_run(tmp_path)
-    long = [a for _, _, alone, is_long, a, _ in runs if is_long and not alone]
-    short = [a for _, _, alone, is_long, a, _ in runs if not is_long and not alone]
-    assert len(long) >= 2 and short, runs
-    assert max(long) <= min(short), sorted(runs, key=lambda r: r[4])
+def test_the_dearest_clauses_are_shared_first() -> None:
+    """A state machine (``Clause.cost`` 2) taken last kept its process running it while
+    the other, done, waited: the processes take the shared clauses dearest first, in
+    run order within a cost; the races and the clauses that kill processes run alone."""
+    shared, alone = runner._sharing(CLAUSES)
+    costs = [CLAUSES[p].cost for p in shared]
+    assert costs == sorted(costs, reverse=True) and costs[0] == 2 and costs[-1] == 0, costs
+    assert all(a < b for a, b in itertools.pairwise(shared) if CLAUSES[a].cost == CLAUSES[b].cost)
+    assert sorted(shared + alone) == list(range(len(CLAUSES)))
+    assert all(CLAUSES[p].races or CLAUSES[p].processes or CLAUSES[p].reopen for p in alone)
+    assert not any(CLAUSES[p].races or CLAUSES[p].processes or CLAUSES[p].reopen for p in shared)
 
 
 RAISING = '''

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -265,11 +265,7 @@ def check(
         # Forks here, before a thread or a factory call. A race, and a clause that kills
         # processes, runs alone: beside a busy process the races' threads, which yield
         # to each other at every line, took four times as long (benchmarks/race_beside.py).
-        # The long clauses are taken first: one taken last kept its process running it
-        # while the other, done, waited for it (a third of the shared time, idle).
-        alone = [p for p, c in enumerate(order) if c.races or c.processes or c.reopen]
-        shared = sorted(set(range(len(order))) - set(alone), key=lambda p: (not order[p].long, p))
-        team = workers.Team(jobs, shared, alone)
+        team = workers.Team(jobs, *_sharing(order))
         if team.worker:
             watch.quiet = True
             progress = functools.partial(team.send, "progress")
@@ -409,6 +405,16 @@ def check(
     if watch.interrupted:
         raise Interrupted(report)
     return report
+
+
+def _sharing(order: Sequence[Clause]) -> tuple[list[int], list[int]]:
+    """The positions in ``order`` that processes share, in the order they take them, and
+    those the first process runs alone once the others have ended (races, clauses that
+    kill processes). The dearest are taken first: a state machine taken last kept its
+    process running it while the other, done, waited for it."""
+    alone = [p for p, c in enumerate(order) if c.races or c.processes or c.reopen]
+    shared = sorted(set(range(len(order))) - set(alone), key=lambda p: (-order[p].cost, p))
+    return shared, alone
 
 
 def _needs_children(order: Iterable[Clause], skip: Mapping[str, str], reopen: Callable[..., Any] | None) -> bool:

@@ -1,9 +1,9 @@
 """A run's clauses shared among processes: ``storetest check`` forks ``jobs - 1``
 workers at the start of :func:`storetest.check`, before it starts a thread or calls a
 factory, and each process takes the next clause not yet taken until none is left, the
-long ones first (``Clause.long``: a state machine taken last ran on in one process
-while the other waited). The clauses that race threads or kill processes come last, in the parent alone, once every
-worker has ended: their threads yield to each other at every line of the store's code
+dearest first (``Clause.cost``: a state machine taken last ran on in one process while
+the other waited). The clauses that race threads or kill processes come last, in the
+parent alone, once every worker has ended: their threads yield to each other at every line of the store's code
 and want both CPUs (beside a busy process, the default check's races took four times
 as long: ``benchmarks/race_beside.py``).
 

@@ -37,10 +37,12 @@ class Clause:
     #: usually the symptom of a bug another clause names as a cause, so a report shows
     #: it after the others (:meth:`storetest.Report.failures`).
     symptom: bool = False
-    #: Takes several times a typical clause (a state machine; a ladder of large values):
-    #: a run shared between processes starts it first, so no process is left running it
-    #: alone at the end while the other waits (``storetest._engine.workers``).
-    long: bool = False
+    #: How long it takes against a typical clause (hundredths of a second): 0 about
+    #: that, 1 several times that (a ladder of large values, drawn transcripts), 2 the
+    #: longest of its protocol (its state machine). A run shared between processes
+    #: takes the dearest first, so no process is left running one alone at the end
+    #: while the other waits (``storetest._engine.workers``).
+    cost: int = 0
 
     @property
     def promise(self) -> str:
@@ -65,7 +67,7 @@ CLAUSES: list[Clause] = []
 def clause(
     *, needs: Iterable[str] = ("transcript",), replica: bool = False, races: bool = False,
     processes: bool = False, idle: bool = False, reopen: bool = False, symptom: bool = False,
-    long: bool = False,
+    cost: int = 0,
 ) -> Callable[[Callable[[Target], None]], Callable[[Target], None]]:
     """Register the decorated function as a clause."""
     wanted = frozenset(needs)
@@ -77,7 +79,7 @@ def clause(
         if any(c.name == fn.__name__ for c in CLAUSES):
             raise ValueError(f"two clauses are named {fn.__name__!r}")
         topic = fn.__module__.rsplit(".", 1)[-1]
-        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic, processes, idle, reopen, symptom, long))
+        CLAUSES.append(Clause(fn.__name__, fn, wanted, replica, races, topic, processes, idle, reopen, symptom, cost))
         return fn
 
     return register

@@ -435,7 +435,7 @@ def _confusables(prefix: str) -> list[str]:
     return list(dict.fromkeys(confusable_ids(prefix)))
 
 
-@clause(needs=NEEDS, long=True)
+@clause(needs=NEEDS, cost=2)
 def adk_sessions_are_isolated(t: Target) -> None:
     """Sessions keyed by (app, user, id) never see each other's events, however alike
     the ids: session ids, user ids and app names differing by case, trailing or

@@ -27,7 +27,7 @@ _VALUES = st.one_of(st.none(), st.integers(-3, 3),
                     st.lists(st.integers(0, 2), max_size=2))
 
 
-@clause(needs=NEEDS, symptom=True, long=True)
+@clause(needs=NEEDS, symptom=True, cost=2)
 def checkpointer_matches_model(t: Target) -> None:
     """Random interleavings of ``put`` (after a thread's latest checkpoint, from an older
     one, or a new root), ``put_writes`` of tasks to any checkpoint (a retry included,

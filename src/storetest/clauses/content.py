@@ -43,7 +43,7 @@ def _round_trip_each(t: Target, check: Check, session: str, corpus: list[Message
         check.transcript(session, corpus, got)
 
 
-@clause()
+@clause(cost=1)
 def transcript_round_trips_exactly(t: Target) -> None:
     """A saved transcript comes back equal, field by field and byte for byte.
 
@@ -210,7 +210,7 @@ def _field_corpora(large_ones: bool) -> Iterator[tuple[str, list[Message]]]:
                               for v in sized("attachment data")]
 
 
-@clause(long=True)
+@clause(cost=1)
 def every_field_round_trips_at_every_size(t: Target) -> None:
     """Every field comes back whole at every size of the input model's ladder: 0, 1 and
     2^k - 1, 2^k, 2^k + 1 up to 64 KiB + 1 and the field's limit (to 1 MiB + 1 for fields

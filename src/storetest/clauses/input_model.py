@@ -136,7 +136,7 @@ def _append_and_compare(t: Target, check: Check, label: str, entries: list[Entry
         _expect_log(check, session, entries, got, f"{label}: ")
 
 
-@clause(needs=LOG_NEEDS)
+@clause(needs=LOG_NEEDS, cost=1)
 def log_fields_round_trip_at_every_size(t: Target) -> None:
     """Entry ids, custom kinds, custom JSON data and message text come back whole at
     every size of the input model's ladder (an id or kind from 1 byte to its limit,

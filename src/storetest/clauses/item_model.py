@@ -20,7 +20,7 @@ from storetest.clauses._support import hypothesis_settings, seeded_machine
 from storetest.items import Item, same_items, same_value
 
 
-@clause(needs=NEEDS, symptom=True, long=True)
+@clause(needs=NEEDS, symptom=True, cost=2)
 def item_history_matches_model(t: Target) -> None:
     """Random interleavings of ``add_items``, ``pop_item``, ``clear_session`` and
     ``get_items(limit)``, over sessions with confusable ids and every handle, match a

@@ -107,7 +107,7 @@ def items_keep_nul_characters(t: Target) -> None:
                 expect(check, session, [item], read(check, t, session))
 
 
-@clause(needs=NEEDS, long=True)
+@clause(needs=NEEDS, cost=1)
 def large_items_round_trip(t: Target) -> None:
     """A 1 MiB item, 256 KiB of raw ``arguments`` and 2,000 items in one batch come back
     whole, and ``get_items(1)`` of those 2,000 is the last.

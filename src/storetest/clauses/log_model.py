@@ -21,7 +21,7 @@ from storetest.projections import compact, fork, path
 # --- the model ---------------------------------------------------------------------------
 
 
-@clause(needs=_NEEDS, symptom=True, long=True)
+@clause(needs=_NEEDS, symptom=True, cost=2)
 def log_store_matches_model(t: Target) -> None:
     """Random interleavings of appends (good and bad), creates, forks, compactions and
     reads, over several sessions with confusable ids and every handle, match a plain

@@ -47,7 +47,7 @@ from storetest.clauses.transcripts import confusable_ids
 from storetest.entries import Entry
 
 
-@clause(needs=_NEEDS)
+@clause(needs=_NEEDS, cost=1)
 def log_entries_round_trip_exactly(t: Target) -> None:
     """Appended entries come back equal, every kind and field: ids, parents, kinds,
     messages byte for byte, custom JSON text byte for byte, creation times to the

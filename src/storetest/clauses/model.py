@@ -29,7 +29,7 @@ from storetest.clauses._support import hypothesis_settings, run_uncaught, seeded
 from storetest.contract import Message
 
 
-@clause(symptom=True, long=True)
+@clause(symptom=True, cost=2)
 def store_matches_model(t: Target) -> None:
     """Long random interleavings of every operation the store claims, over several
     sessions and handles, match a plain in-memory model at every step.

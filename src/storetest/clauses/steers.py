@@ -32,7 +32,7 @@ from storetest.clauses._support import examples, texts
 __all__ = ["account", "steer_race"]
 
 
-@clause(needs=("steers",))
+@clause(needs=("steers",), cost=1)
 def steers_are_taken_in_order_exactly_once(t: Target) -> None:
     """Steers come back oldest first, each exactly once: a second take is empty,
     identical texts stay two steers, the text is verbatim, and one take returns
