@@ -455,7 +455,10 @@ def concurrent_saves_leave_one_transcript(t: Target) -> None:
     """
     rng = t.rng
     with checking(concurrent_saves_leave_one_transcript, t.run) as check:
-        for round_ in range(t.profile.race_rounds):
+        # A save in two locked steps was caught by the profile's two rounds on 19 of 20
+        # seeds (scripts/broken_stores_table.py --seeds 20): a reader must land between
+        # the steps, which one round of this race misses more often than the others'.
+        for round_ in range(3 * t.profile.race_rounds):
             session = t.new_session(f"torn{round_}")
             writers = [texts(rng.randint(2, 6), f"writer {w}") for w in range(4)]
             initial = texts(3, "initial")
