@@ -329,3 +329,43 @@ def test_the_first_command_shows_progress_only_for_clauses_that_run_and_says_wha
     assert progress and not [line for line in progress if " n/c " in line], result.stdout
     assert "to test your own: storetest check yourmodule:make_store" in result.stderr, result.stderr
     assert "--report out.md" in result.stderr
+
+
+EXITING_MODULE = '''
+import atexit, os, threading, time
+from pathlib import Path
+from reference_stores.memory import MemoryStore
+
+HERE = Path(os.environ["EXIT_MARKS"])
+
+
+class FreedAtTeardown:
+    def __del__(self):
+        (HERE / "torn down").write_text("")
+
+
+KEPT = FreedAtTeardown()  # freed only when the interpreter tears its modules down
+atexit.register(lambda: (HERE / "exit handler").write_text(""))
+if os.environ.get("EXIT_THREAD"):
+    threading.Thread(target=lambda: (time.sleep(0.5), (HERE / "thread").write_text(""))).start()
+
+
+def make_store():
+    return MemoryStore()
+'''
+
+
+@pytest.mark.parametrize("thread", [False, True], ids=["no thread", "a thread that is not a daemon"])
+def test_the_command_exits_without_tearing_down_the_interpreter(tmp_path: Path, thread: bool) -> None:
+    """``storetest check`` ends without freeing every module (40-50 ms a run,
+    benchmarks/check_timeline.py --exit), as mypy's command does; the exit handlers
+    still run, and a thread the store left that is not a daemon is waited for, with a
+    normal exit then."""
+    (tmp_path / "exiting.py").write_text(EXITING_MODULE)
+    env = {**os.environ, "EXIT_MARKS": str(tmp_path), **({"EXIT_THREAD": "1"} if thread else {})}
+    done = subprocess.run([sys.executable, "-m", "storetest.cli", "check", "exiting:make_store", "-q", "-k",
+                           "unknown_session"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    marks = {p.name for p in tmp_path.iterdir()} & {"exit handler", "torn down", "thread"}
+    assert marks == ({"exit handler", "thread", "torn down"} if thread else {"exit handler"})
