@@ -289,8 +289,8 @@ class _Known:
 
 def run() -> NoReturn:
     """The ``storetest`` command: :func:`main`, then exit with its status without tearing
-    down the interpreter (as mypy's command does): Hypothesis and storetest's modules
-    took 40-50 ms to free on every run (``benchmarks/check_timeline.py --exit``). The
+    down the interpreter: freeing Hypothesis's and storetest's modules took some 60 ms
+    of every run (``benchmarks/check_timeline.py --exit``). The
     exit handlers still run (a store's, coverage's), and a thread the store left that
     is not a daemon is waited for, as at a normal exit: then the exit is the normal one."""
     code = main()
