@@ -358,8 +358,8 @@ def make_store():
 @pytest.mark.parametrize("thread", [False, True], ids=["no thread", "a thread that is not a daemon"])
 def test_the_command_exits_without_tearing_down_the_interpreter(tmp_path: Path, thread: bool) -> None:
     """``storetest check`` ends without freeing every module (some 60 ms a run,
-    benchmarks/check_timeline.py --exit); the exit handlers still run, and a thread the store left that is not a daemon is waited for, with a
-    normal exit then."""
+    benchmarks/check_timeline.py --exit); the exit handlers still run, and a thread the
+    store left that is not a daemon is waited for, with a normal exit then."""
     (tmp_path / "exiting.py").write_text(EXITING_MODULE)
     env = {**os.environ, "EXIT_MARKS": str(tmp_path), **({"EXIT_THREAD": "1"} if thread else {})}
     done = subprocess.run([sys.executable, "-m", "storetest.cli", "check", "exiting:make_store", "-q", "-k",
