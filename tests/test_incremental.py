@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
 
 from reference_stores import _incremental
 from reference_stores._incremental import (
@@ -23,10 +24,13 @@ from reference_stores._incremental import (
     SavePlan,
     chain_digest,
     chain_digests,
+    encoded,
+    row_text,
 )
 from reference_stores.sqlite import SQLiteStore
+from storetest._engine import strategies
 from storetest.codec import encode_message
-from storetest.contract import Message, Text
+from storetest.contract import Message, Text, ToolCall, ToolResult
 
 
 def turn(i: int, tag: str = "") -> Message:
@@ -39,7 +43,7 @@ def conversation(n: int, tag: str = "") -> list[Message]:
 
 def stored_rows(messages: list[Message]) -> list[tuple[int, bytes]]:
     """The (position, digest) rows a store holds for ``messages``."""
-    digests = chain_digests(b"", [encode_message(m) for m in messages])
+    digests = chain_digests(b"", [row_text(m) for m in messages])
     return [(i, digests[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE]) for i in range(len(messages))]
 
 
@@ -59,7 +63,8 @@ def planned(new: list[Message], memory: Known | None, stored_version: int | None
 
 
 class Counted:
-    """Counts calls to the core's encoder and hash while a test runs."""
+    """Counts the row texts the core makes (each message encoded) and the hashes, while a
+    test runs."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.encoded = 0
@@ -67,13 +72,13 @@ class Counted:
 
         def encode(message: Message) -> str:
             self.encoded += 1
-            return encode_message(message)
+            return row_text(message)
 
         def digest(previous: bytes, body: str) -> bytes:
             self.hashed += 1
             return chain_digest(previous, body)
 
-        monkeypatch.setattr(_incremental, "encode_message", encode)
+        monkeypatch.setattr(_incremental, "row_text", encode)
         monkeypatch.setattr(_incremental, "chain_digest", digest)
 
     def reset(self) -> None:
@@ -95,6 +100,35 @@ def test_a_chain_digest_vouches_for_the_whole_prefix() -> None:
     assert a[0] == b[0]
     assert all(x[1] != y[1] for x, y in zip(a[1:], b[1:], strict=True))
     assert len(a[4][1]) == DIGEST_SIZE
+
+
+@given(strategies.messages, strategies.messages)
+def test_two_messages_have_one_row_text_only_when_equal(a: Message, b: Message) -> None:
+    assert (row_text(a) == row_text(b)) == (a == b)
+    for m in (a, b):
+        assert encoded(m, row_text(m)) == encode_message(m)
+
+
+def test_row_texts_keep_confusable_messages_apart() -> None:
+    """The forms count what they join: ids and names with colons and digits in them, the
+    forms' own openings as text, and a message of several parts (its codec JSON)."""
+    confusable = [
+        Message("assistant", (ToolCall("a:1", "b", "{}"),)),
+        Message("assistant", (ToolCall("a", ":1b", "{}"),)),
+        Message("assistant", (ToolCall("a", "", ":1b{}"),)),
+        Message("tool", (ToolResult("1:0", "x"),)),
+        Message("tool", (ToolResult("1", "0:x"),)),
+        Message("tool", (ToolResult("1", "0:x", True),)),
+        Message.text("user", "{!user:1:1:ab{}"),
+        Message.text("user", ""),
+        Message("user", ()),
+        Message("user", (Text("a"), Text("b"))),
+        Message("user", (Text("ab"),)),
+    ]
+    texts = [row_text(m) for m in confusable]
+    assert len(set(texts)) == len(texts), texts
+    assert row_text(confusable[-2]) == encode_message(confusable[-2]) and texts[-2].startswith('{"')
+    assert not any(t.startswith('{"') for t in texts[:8] + texts[-1:])
 
 
 # -- the planner -------------------------------------------------------------------------
@@ -359,7 +393,7 @@ def test_remembered_buffers_grow_in_place_and_never_change_below_a_length() -> N
     assert appending is not None
     after, rows = appending
     assert after._messages is buffer and after.length == 11 and after._digests is entry._digests
-    assert rows == [(10, stored_rows(grown)[10][1], encode_message(turn(10)))]
+    assert rows == [(10, stored_rows(grown)[10][1], row_text(turn(10)))]
     assert after.digests == b"".join(d for _, d in stored_rows(grown))
     # Never learned (the statement was refused): a save from the older entry copies.
     assert memory.plan_append(b"s", [*base, turn(10, "b")]) is None

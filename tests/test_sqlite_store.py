@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from reference_stores import sqlite as sqlite_module
-from reference_stores._incremental import DIGEST_SIZE, chain_digests
+from reference_stores._incremental import DIGEST_SIZE, chain_digests, row_text
 from reference_stores.sqlite import SCHEMA, SQLiteStore
 from storetest.codec import CodecError, decode_trusted, encode_message
 from storetest.contract import Attachment, Message, StoreError, Text, ToolCall, ToolResult
@@ -568,7 +568,7 @@ def test_a_read_fetches_the_last_digest_alone_and_only_when_it_learns_something(
     newer.append(turn(31))
     store.save("s", newer)
     stored = [bytes(d) for (d,) in conn.execute("SELECT digest FROM storetest_messages ORDER BY position")]
-    whole = chain_digests(b"", [encode_message(m) for m in newer])
+    whole = chain_digests(b"", [row_text(m) for m in newer])
     assert stored == [whole[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE] for i in range(len(newer))]
 
 

@@ -15,12 +15,13 @@ What is stored, per session (the backends' ``SCHEMA`` spell it in their own type
   ``stored_length`` of :meth:`SavePlan.start`), since an unchanged version means
   unchanged rows up to the count it knew; ``0``, or no row, means nothing was ever
   saved;
-- one row per message: ``position`` (0, 1, ...), the message (:func:`encode_message`
-  text ``body[i]``, or however the backend keeps it) and ``digest``, the *chain digest*
-  of the transcript up to and including that row: ``digest[i] = SHA-256(digest[i-1] +
-  body[i])``, with ``digest[-1] = b""``, always over the ``encode_message`` text. Equal
-  digests at position ``i`` mean equal transcripts up to ``i``: one row vouches for the
-  whole prefix before it.
+- one row per message: ``position`` (0, 1, ...), the message (however the backend
+  keeps it) and ``digest``, the *chain digest* of the transcript up to and including
+  that row: ``digest[i] = SHA-256(digest[i-1] + text[i])``, with ``digest[-1] = b""``,
+  over each message's :func:`row_text` (UTF-8): for the common messages of one part a
+  form with no JSON escaping, for any other its ``encode_message`` text. Equal digests
+  at position ``i`` mean equal transcripts up to ``i``: one row vouches for the whole
+  prefix before it.
 
 What a handle remembers (:class:`Remembered`, at most ``cache_sessions`` sessions, least
 recently used forgotten first): per session, the version it last wrote or read, the
@@ -71,7 +72,7 @@ from itertools import repeat
 from typing import Final, cast
 
 from storetest.codec import encode_message
-from storetest.contract import Message, check_messages
+from storetest.contract import Message, Text, ToolCall, ToolResult, check_messages
 
 __all__ = [
     "DEFAULT_CACHE_SESSIONS",
@@ -83,6 +84,8 @@ __all__ = [
     "chain_digests",
     "check_cache_sessions",
     "common_prefix",
+    "encoded",
+    "row_text",
 ]
 
 #: Bytes in one chain digest (SHA-256: collision resistant, so equal digests stand for
@@ -92,6 +95,37 @@ DIGEST_SIZE: Final = 32
 #: Sessions a handle remembers unless told otherwise. Each costs references to its
 #: messages (kept alive while remembered) plus 32 bytes of digest per message.
 DEFAULT_CACHE_SESSIONS: Final = 128
+
+
+def row_text(message: Message) -> str:
+    """The text a message's row digest covers, one text for each message: one piece of
+    text as ``role:text``; one tool call as ``{!role:m:n:`` and then its call id (``m``
+    characters), tool name (``n``) and raw arguments; one tool result as ``{?role:m:e:``
+    (``e`` 1 for an error), its call id and raw content; any other message its
+    :func:`~storetest.codec.encode_message` text, which starts with ``{"``. No role
+    starts with ``{``. The common messages are hashed with no JSON escaping: the
+    default check's size ladder (such messages up to 1 MiB) took a median of 0.30 s
+    against 0.38 s when they were encoded first (``storetest check -k every_field
+    --jobs 1 --report r.json``, six seeds, alternated)."""
+    content = message.content
+    if len(content) == 1:
+        part = content[0]
+        kind = type(part)
+        if kind is Text:
+            return message.role + ":" + part.text  # type: ignore[union-attr]
+        if kind is ToolCall:
+            call = cast(ToolCall, part)
+            return f"{{!{message.role}:{len(call.id)}:{len(call.name)}:{call.id}{call.name}{call.arguments}"
+        if kind is ToolResult:
+            result = cast(ToolResult, part)
+            return f"{{?{message.role}:{len(result.call_id)}:{int(result.is_error)}:{result.call_id}{result.content}"
+    return encode_message(message)
+
+
+def encoded(message: Message, text: str) -> str:
+    """``message``'s :func:`~storetest.codec.encode_message` text, given its
+    :func:`row_text` ``text``: that text itself for a message the common forms leave out."""
+    return text if text.startswith('{"') else encode_message(message)
 
 
 def chain_digest(previous: bytes | bytearray, body: str) -> bytes:
@@ -250,7 +284,7 @@ class SavePlan:
             plan.resolve(<(position, digest) rows with position >= plan.fetch_from,
                           ordered by position>)
         if plan.delete: <delete rows with position >= plan.keep>
-        <insert plan.rows: (position, digest, body)>
+        <insert plan.rows: (position, digest, row_text)>
         if plan.changed: <raise the version>
 
     and, once committed, ``remembered.learn(key, plan.known(new_version))``. A
@@ -274,7 +308,7 @@ class SavePlan:
         self.keep = 0
         #: Whether stored rows at ``keep`` and after must be deleted.
         self.delete = False
-        #: ``(position, digest, body)`` of every row to insert.
+        #: ``(position, digest, row_text)`` of every row to insert.
         self.rows: list[tuple[int, bytes, str]] = []
         #: Whether the save changes the stored transcript (and so its version).
         self.changed = False
@@ -383,7 +417,7 @@ class SavePlan:
         if self._encoded is not None and self._encoded[0] == keep:
             bodies, tail_digests = self._encoded[1], self._encoded[2]
         else:
-            bodies = [encode_message(m) for m in self.new[keep : self.length]]
+            bodies = [row_text(m) for m in self.new[keep : self.length]]
             tail_digests = chain_digests(last, bodies)
             self._encoded = (keep, bodies, tail_digests)
         if remembered:
@@ -534,7 +568,7 @@ class Remembered:
         version alone: if ``messages`` is a list holding the very messages this handle
         remembers for ``key`` and new ones after them, and no other handle was seen
         writing the session, what to remember once the new rows are written and the
-        ``(position, chain digest, encode_message text)`` rows, which append to the rows
+        ``(position, chain digest, row_text)`` rows, which append to the rows
         stored at the remembered version. The store writes them in one statement
         guarded by that version and by the uniqueness of positions (nobody appended
         since); written, it learns what this returns. Otherwise (``None``, or the
@@ -570,9 +604,9 @@ class Remembered:
         previous = known._digests[end - DIGEST_SIZE : end]
         rows = []
         for position, message in enumerate(added, n):
-            body = encode_message(message)
-            previous = chain_digest(previous, body)
-            rows.append((position, previous, body))
+            text = row_text(message)
+            previous = chain_digest(previous, text)
+            rows.append((position, previous, text))
         digests = _grown(known._digests, end, b"".join([row[1] for row in rows]))
         return Known(known.version, old, digests, first, len(old)), rows
 

@@ -89,7 +89,7 @@ from typing import Any, Final, TypeVar
 
 import pymysql
 
-from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
+from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered, encoded
 from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
@@ -272,7 +272,8 @@ class MySQLStore:
                     (key, plan.keep),
                 )
             if plan.rows:
-                rows = [(key, position, digest, body) for position, digest, body in plan.rows]
+                rows = [(key, position, digest, encoded(plan.new[position], text))
+                        for position, digest, text in plan.rows]
                 self._check_fits(cur, rows)
                 cur.executemany(
                     "INSERT INTO agent_messages (session, position, digest, body) VALUES (%s, %s, %s, %s)",

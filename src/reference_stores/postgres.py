@@ -80,7 +80,7 @@ from typing import Any, Final, NoReturn
 
 import asyncpg
 
-from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered
+from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Remembered, encoded
 from storetest.codec import CodecError, decode_trusted
 from storetest.contract import (
     Message,
@@ -260,7 +260,8 @@ class PostgresStore:
                 if plan.delete:
                     await conn.execute(_DELETE_FROM, key, plan.keep, timeout=deadline.left())
                 if plan.rows:
-                    positions, digests, bodies = zip(*plan.rows, strict=True)
+                    positions, digests, texts = zip(*plan.rows, strict=True)
+                    bodies = [encoded(plan.new[p], text) for p, text in zip(positions, texts, strict=True)]
                     await conn.execute(_INSERT_TAIL, key, positions, digests, bodies, timeout=deadline.left())
         except BaseException as exc:
             # The transaction rolled back, or may have: what we remember may be stale.

@@ -33,7 +33,8 @@ time in microseconds when the take ran), ``:a`` those given up (a set), ``:o`` t
 of receipts holding steers of older ones (a sorted set: token -> the age of the oldest
 receipt it took from). A message of one piece of text, the
 common one, is stored as ``role:text`` and read back without any JSON, and so is one of
-one tool call or one tool result, in a form of its own (:func:`_element`); any other as
+one tool call or one tool result, in a form of its own
+(:func:`reference_stores._incremental.row_text`, which its digest covers); any other as
 its JSON text, which starts with ``{"`` (no role starts with ``{``).
 
 Saves write only what changed, through :mod:`reference_stores._incremental`. The save
@@ -138,7 +139,7 @@ import secrets
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, NoReturn, TypeVar, cast
+from typing import Any, Final, NoReturn, TypeVar
 
 import redis.asyncio
 import redis.exceptions
@@ -156,9 +157,6 @@ from storetest.contract import (
     Message,
     OutcomeUnknown,
     StoreError,
-    Text,
-    ToolCall,
-    ToolResult,
     check_session_id,
     check_steer_text,
 )
@@ -514,33 +512,10 @@ def _raised_in_driver(exc: BaseException) -> bool:
     return "/redis/" in tb.tb_frame.f_code.co_filename.replace("\\", "/")
 
 
-def _element(message: Message, body: str) -> bytes:
-    """A message's element in the ``:m`` list. The common messages read back without any
-    JSON: one piece of text as ``role:text``; one tool call as ``{!role:m:n:`` and then
-    its call id (``m`` characters), tool name (``n``) and raw arguments; one tool result
-    as ``{?role:m:e:`` (``e`` 1 for an error), its call id and raw content. Any other
-    message is its :func:`~storetest.codec.encode_message` text ``body``, which starts
-    with ``{"``. No role starts with ``{``, and ``{!`` or ``{?`` is no JSON: a release
-    before the tool forms, reading one as codec JSON, fails on it rather than misreading."""
-    content = message.content
-    if len(content) == 1:
-        part = content[0]
-        kind = type(part)
-        if kind is Text:
-            return f"{message.role}:{part.text}".encode()  # type: ignore[union-attr]
-        if kind is ToolCall:
-            call = cast(ToolCall, part)
-            return f"{{!{message.role}:{len(call.id)}:{len(call.name)}:{call.id}{call.name}{call.arguments}".encode()
-        if kind is ToolResult:
-            result = cast(ToolResult, part)
-            error = int(result.is_error)
-            return f"{{?{message.role}:{len(result.call_id)}:{error}:{result.call_id}{result.content}".encode()
-    return body.encode()
-
-
 def _message(element: bytes) -> Message:
-    """The message :func:`_element` stored. The store wrote it from a checked message:
-    the trusted readers skip value checks it cannot fail."""
+    """The message an element holds (its :func:`~reference_stores._incremental.row_text`).
+    The store wrote it from a checked message: the trusted readers skip value checks it
+    cannot fail."""
     text = element.decode("utf-8")
     if text.startswith("{"):
         form = text[1:2]
@@ -656,9 +631,9 @@ class RedisStore:
                 last_kept = plan.digest_at(keep - 1)
                 args: list[Any] = [version, keep, int(plan.delete), int(plan.changed), last_kept]
                 if plan.rows:
-                    new = plan.new
                     args.append(b"".join(row[1] for row in plan.rows))
-                    args.extend(_element(new[position], body) for position, _, body in plan.rows)
+                    # A row's text is its element (reference_stores._incremental.row_text).
+                    args.extend(text.encode() for _, _, text in plan.rows)
                 try:
                     done, version, *rest = await self._calls.script(deadline, self._save, keys, args)
                 except redis.exceptions.ResponseError as exc:
