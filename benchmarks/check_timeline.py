@@ -5,8 +5,9 @@ as a user runs it, each clause's start and end in each process, on one clock.
     python benchmarks/check_timeline.py              # 3 runs
     python benchmarks/check_timeline.py --runs 5 --clauses
 
-Each run is a fresh ``python`` in an empty directory with an empty ``XDG_CACHE_HOME``
-after a first run warmed it (the second runs of ``benchmarks/vs_langgraph.py``), with
+Each run is a fresh ``python`` in a directory and an ``XDG_CACHE_HOME`` of the script's
+own, both empty before a first run, untimed, warmed them (the runs are second runs, as
+``benchmarks/vs_langgraph.py`` takes its medians of), with
 ``storetest.runner._run`` wrapped to note each clause's process, start and end. Printed
 per run, in milliseconds from the interpreter's start (``time.perf_counter`` at the
 wrapper's first line, which the interpreter's own start precedes by some 20-40 ms): when

@@ -1,14 +1,14 @@
 """How long the race's start line takes to let its threads go once the last one has
 arrived, with the waiting threads spinning as storetest's do (handing the interpreter
-on at every turn, ``storetest._engine.races._yield_to_others``) and as they did before
+on at every turn, ``storetest._engine.races._pass_on``) and as they did before
 (keeping it until the switch interval ran out).
 
     python benchmarks/start_line.py                  # 8 threads, 200 starts each way
     python benchmarks/start_line.py --threads 4 --starts 500
 
 Each start makes a ``StartLine`` for ``--threads`` threads, starts them, and times the
-last arrival to the moment the last one is awake (when the line lets them go), at the
-race's switch interval; the two ways alternate start by start. It prints the median
+last arrival to the moment the last one leaves the line (all awake, each let go), at
+the race's switch interval; the two ways alternate start by start. It prints the median
 and 90th percentile milliseconds of each way and the ratio of the medians, with the
 load average: ratios, not times, are its result (these machines are shared).
 """
@@ -53,7 +53,7 @@ def _start(threads: int, spin: str) -> float:
     line = _Timed(threads)
     kept = spin == "kept"
     if kept:  # the spin before: nothing handed on, the interval alone switches threads
-        races._yield_to_others = lambda: None  # type: ignore[assignment]
+        races._pass_on = lambda: None  # type: ignore[assignment]
     try:
         racers = [threading.Thread(target=line.wait) for _ in range(threads)]
         for racer in racers:
@@ -61,11 +61,11 @@ def _start(threads: int, spin: str) -> float:
         for racer in racers:
             racer.join()
     finally:
-        races._yield_to_others = _YIELD
+        races._pass_on = _PASS_ON
     return (line.all_awake - line.last_arrival) * 1000
 
 
-_YIELD = races._yield_to_others
+_PASS_ON = races._pass_on
 
 
 def main() -> None:

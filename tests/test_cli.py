@@ -368,3 +368,15 @@ def test_the_command_exits_without_tearing_down_the_interpreter(tmp_path: Path, 
     assert "1 passed" in done.stdout
     marks = {p.name for p in tmp_path.iterdir()} & {"exit handler", "torn down", "thread"}
     assert marks == ({"exit handler", "thread", "torn down"} if thread else {"exit handler"})
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a file every write to fails")
+def test_output_the_command_cannot_write_fails_the_exit(tmp_path: Path) -> None:
+    """A report that cannot be written out (a full disk, a closed pipe) is no success:
+    the exit is the normal one, which names the failed write and exits 120."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "storetest.cli", "check", "-q", "-k", "unknown_session"],
+                              stdout=full, stderr=subprocess.PIPE, cwd=tmp_path, env=env, text=True, timeout=300)
+    assert done.returncode == 120, done.stderr
+    assert "No space left on device" in done.stderr

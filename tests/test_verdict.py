@@ -298,7 +298,7 @@ def test_a_racer_spinning_at_the_start_line_hands_the_interpreter_on(monkeypatch
             line.awake += 1  # the other one wakes
             line.go = True
 
-    monkeypatch.setattr(races, "_yield_to_others", yielded)
+    monkeypatch.setattr(races, "_pass_on", yielded)
     line.wait()
     assert turns == [0, 1, 2]
 

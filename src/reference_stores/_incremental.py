@@ -124,7 +124,9 @@ def row_text(message: Message) -> str:
 
 def encoded(message: Message, text: str) -> str:
     """``message``'s :func:`~storetest.codec.encode_message` text, given its
-    :func:`row_text` ``text``: that text itself for a message the common forms leave out."""
+    :func:`row_text` ``text``: that text itself for a message the common forms leave out.
+    The PostgreSQL and MySQL stores keep this JSON for every message: for them a common
+    message is now made into both texts, where it was encoded once."""
     return text if text.startswith('{"') else encode_message(message)
 
 

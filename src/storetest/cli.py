@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import contextlib
 import os
 import re
 import sys
@@ -290,21 +289,21 @@ class _Known:
 def run() -> NoReturn:
     """The ``storetest`` command: :func:`main`, then exit with its status without tearing
     down the interpreter: freeing Hypothesis's and storetest's modules took some 60 ms
-    of every run (``benchmarks/check_timeline.py --exit``). The
-    exit handlers still run (a store's, coverage's), and a thread the store left that
-    is not a daemon is waited for, as at a normal exit: then the exit is the normal one."""
+    of every run (``benchmarks/check_timeline.py --exit``). The exit handlers still run
+    (a store's, coverage's), and where a thread the store left is not a daemon, or the
+    output cannot be flushed (a full disk, a closed pipe), the exit is the normal one:
+    the thread is waited for, the failed write reported with status 120."""
     code = main()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     if run_exit_handlers is None or others:
         sys.exit(code)
-    run_exit_handlers()
-    for stream in (sys.stdout, sys.stderr):  # what the handlers printed
-        with contextlib.suppress(Exception):
+    run_exit_handlers()  # as a normal exit does, first (and only once: they are then cleared)
+    try:
+        for stream in (sys.stdout, sys.stderr):
             stream.flush()
+    except Exception:
+        sys.exit(code)
     os._exit(code)
 
 

@@ -89,6 +89,16 @@ def _yield_to_others() -> None:
         _machine_busy = _slow_yields >= _SLOW_YIELDS_TO_TURN and 4 * _slow_yields >= _yields
 
 
+def _pass_on() -> None:
+    """Let another thread run, the way the race yields now, without counting the yield:
+    the start line's spins, which wait for threads still waking, say nothing of whether
+    another process wants the CPU."""
+    if _machine_busy or _sched_yield is None:
+        _sleep_zero()
+    else:
+        _sched_yield()
+
+
 def _race_starts() -> None:
     """Decide how this race yields. Before it starts no racer's thread is running, so a
     ``sched_yield`` that takes long gave the CPU to another process."""
@@ -110,8 +120,8 @@ class StartLine:
     arrived (a spinning thread would take the interpreter from the ones still on their
     way), then each spins until all are awake, so all are running when the last one
     wakes. A spinner hands the interpreter on at every turn, as a racer does at every
-    line (:func:`_yield_to_others`): one that kept it for the switch interval made each
-    thread still waking wait for it (a start of eight threads took 7.5 times as long:
+    line (:func:`_pass_on`): one that kept it for the switch interval made each thread
+    still waking wait for it (a start of eight threads took 7.5 times as long:
     ``benchmarks/start_line.py``)."""
 
     def __init__(self, parties: int) -> None:
@@ -136,7 +146,7 @@ class StartLine:
             if self.awake >= self.parties:
                 self.go = True
         while not self.go and time.monotonic() < deadline:
-            _yield_to_others()  # runnable, and the ones still waking get the interpreter
+            _pass_on()  # runnable, and the ones still waking get the interpreter
 
 
 _START: contextvars.ContextVar[StartLine | None] = contextvars.ContextVar(

@@ -37,9 +37,9 @@ class Clause:
     #: usually the symptom of a bug another clause names as a cause, so a report shows
     #: it after the others (:meth:`storetest.Report.failures`).
     symptom: bool = False
-    #: How long it takes against a typical clause (hundredths of a second): 0 about
-    #: that, 1 several times that (a ladder of large values, drawn transcripts), 2 the
-    #: longest of its protocol (its state machine). A run shared between processes
+    #: How long it takes, as a rank: 0 a typical clause (hundredths of a second), 1
+    #: several times that (a ladder of large values, drawn transcripts), 2 the longest
+    #: of its protocol (most often its state machine). A run shared between processes
     #: takes the dearest first, so no process is left running one alone at the end
     #: while the other waits (``storetest._engine.workers``).
     cost: int = 0
