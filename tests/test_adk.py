@@ -18,6 +18,7 @@ from storetest.bindings.adk import adk, event
 from storetest.clauses import CLAUSES
 from storetest.clauses.adk import stored_form
 from tests.adk_services import MemorySessionService
+from tests.overlap import SIX_ROUNDS
 from tests.pages import run_conformance_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +91,7 @@ ADK_RACES = [c.name for c in CLAUSES if c.races and "adk" in c.needs]
 def test_adk_races_overlap_their_callers(clause: str) -> None:
     """In most rounds of every ADK race, two or more creates were inside the service at once."""
     _Counting.most, _Counting.now = {}, {}
-    report = check(adk_sessions(_Counting), clauses=[clause], seed=11)
+    report = check(adk_sessions(_Counting), clauses=[clause], seed=11, profile=SIX_ROUNDS)
     assert report.results[0].outcome == "passed", report.results[0].details
     rounds = {app: n for app, n in _Counting.most.items() if "race" in app or "fresh" in app}
     assert rounds, f"{clause} ran no rounds"

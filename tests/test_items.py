@@ -19,6 +19,7 @@ from storetest.bindings.openai_agents import item_sessions, owned
 from storetest.clauses import CLAUSES
 from storetest.items import first_difference, same_value
 from tests.item_histories import MemorySession, backend_for
+from tests.overlap import SIX_ROUNDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,7 +143,7 @@ def test_item_races_overlap_their_callers(clause: str) -> None:
     """In most rounds of every item race, two or more calls were inside the session's
     methods at once (a race that never overlaps proves nothing)."""
     _Counting.most = {}
-    report = check(item_sessions(_counting_sessions), clauses=[clause], seed=11)
+    report = check(item_sessions(_counting_sessions), clauses=[clause], seed=11, profile=SIX_ROUNDS)
     assert report.results[0].outcome == "passed", report.results[0].details
     kinds = ("race", "atomic", "interleave", "many", "fresh")
     rounds = {s: n for s, n in _Counting.most.items() if any(k in s for k in kinds) and "fresh-read" not in s}

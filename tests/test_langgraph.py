@@ -20,6 +20,7 @@ from storetest import check, checkpointers
 from storetest.bindings.langgraph import apis_of, langgraph
 from storetest.clauses import CLAUSES
 from tests.checkpointers import MaintainedSaver, memory_saver
+from tests.overlap import SIX_ROUNDS
 from tests.pages import run_conformance_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,7 +196,7 @@ def test_every_checkpoint_race_is_here() -> None:
 def test_checkpoint_races_overlap_their_callers(clause: str) -> None:
     """In most rounds of every race, two or more calls were inside the saver at once."""
     _Overlapping.most, _Overlapping.now = {}, {}
-    report = check(checkpointers(_overlapping), clauses=[clause], seed=11)
+    report = check(checkpointers(_overlapping), clauses=[clause], seed=11, profile=SIX_ROUNDS)
     assert report.results[0].outcome == "passed", report.results[0].details
     rounds = {t: n for t, n in _Overlapping.most.items()
               if any(k in t for k in ("parallel", "delrace", "fresh", "cp-two")) and not t.endswith(":1")}

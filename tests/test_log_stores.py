@@ -24,6 +24,7 @@ from storetest.contract import Message
 from storetest.entries import Entry, SessionExists
 from storetest.projections import compact, fork, model_view, path
 from tests.broken_stores import log_variants as v
+from tests.overlap import SIX_ROUNDS
 
 T0 = datetime(2026, 5, 1, 12, 0, 0, 0, UTC)
 #: Values at the edges a server store must keep exactly: NUL in ids, kinds and text, the
@@ -429,7 +430,7 @@ def test_log_races_overlap_their_callers(store_class: type, clause: str) -> None
     for a correct async store and a correct plain store (a race that never overlaps
     proves nothing)."""
     first = store_class()
-    report = check(lambda: first, lambda primary: primary.replica(), clauses=[clause], seed=11)
+    report = check(lambda: first, lambda primary: primary.replica(), clauses=[clause], seed=11, profile=SIX_ROUNDS)
     assert report.results[0].outcome == "passed", report.results[0].details
     rounds = {s: n for s, n in first.counter.most.items()
               if any(k in s for k in ("log-race", "log-replicas", "log-atomic", "log-create-race", "log-conflict"))}

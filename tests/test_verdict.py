@@ -26,6 +26,7 @@ from storetest._engine.profiles import PROFILES, Profile
 from storetest.clauses import CLAUSES
 from tests.broken_stores.memory_variants import PlainMemoryStore
 from tests.capabilities import OTHER_PROTOCOLS
+from tests.overlap import SIX_ROUNDS
 
 #: Races of transcript and steer clauses (the log clauses' races: tests/test_log_stores.py).
 # The item histories' races prove their overlap in tests/test_items.py, on an item store.
@@ -119,7 +120,7 @@ def test_concurrency_clauses_overlap_their_callers(store_class: type, clause: st
     """In most rounds of every concurrency clause, two or more calls were inside the
     store's methods at once, for a correct async store and a correct plain store."""
     first = store_class()
-    report = check(lambda: first, lambda primary: primary.replica(), clauses=[clause], seed=11)
+    report = check(lambda: first, lambda primary: primary.replica(), clauses=[clause], seed=11, profile=SIX_ROUNDS)
     assert report.results[0].outcome == "passed", report.results[0].details
     rounds = {s: n for s, n in first.counter.most.items() if any(k in s for k in ("race", "torn", "many"))}
     overlapped = sum(n >= 2 for n in rounds.values())
