@@ -27,8 +27,7 @@ How it keeps each Redis fact that breaks naive stores:
 Keys of session ``s``: ``:v`` the version (a counter that every save that changes the
 transcript raises; absent means never saved), ``:d`` the chain digests (of each
 message's element, its :func:`~reference_stores._incremental.row_text`), 32 bytes per
-message, concatenated, ``:m`` a
-list of the messages, ``:s`` a list of steers; ``:r<token>`` a take's receipt (a list of
+message, concatenated, ``:m`` a list of the messages, ``:s`` a list of steers; ``:r<token>`` a take's receipt (a list of
 the steers it took), ``:p`` the receipts in flight (a sorted set: token -> the server's
 time in microseconds when the take ran), ``:a`` those given up (a set), ``:o`` the ages
 of receipts holding steers of older ones (a sorted set: token -> the age of the oldest

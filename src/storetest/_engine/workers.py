@@ -3,9 +3,9 @@ workers at the start of :func:`storetest.check`, before it starts a thread or ca
 factory, and each process takes the next clause not yet taken until none is left, the
 dearest first (``Clause.cost``: a state machine taken last ran on in one process while
 the other waited). The clauses that race threads or kill processes come last, in the
-parent alone, once every worker has ended: their threads yield to each other at every line of the store's code
-and want both CPUs (beside a busy process, the default check's races took four times
-as long: ``benchmarks/race_beside.py``).
+parent alone, once every worker has ended: their threads yield to each other at every
+line of the store's code and want both CPUs (beside a busy process, the default
+check's races took four times as long: ``benchmarks/race_beside.py``).
 
 Each clause runs as it would alone: on a store of its own, with the run's seed and
 nonce, so its inputs and sessions are the same whichever process takes it. A worker
