@@ -1,0 +1,146 @@
+"""Two builds of the SQLite store's save side by side with the floor, in one run: the
+reference stores of a git revision (``--before``, default ``HEAD``) against those of the
+working tree, each saving its own file, the floor (one INSERT and its fsync, as in
+``benchmarks/floor_rounds.py``) on a third, the three interleaved round by round.
+
+    pip install "storetest[bench]"
+    python benchmarks/floor_ab.py --rounds 1000 --runs 4
+    python benchmarks/floor_ab.py --before 5cd3f91
+
+A change worth 1 % of the floor ratio is 4-5 us at turn 2,000: less than one run of
+``floor_rounds.py`` moves from another. Here both builds meet the same disk, load and
+cache state in every round, so their per-round ratio (``after/before``) moves by about
+0.3 % between runs. The revision's ``reference_stores`` is copied into a temp dir under
+another package name (imports rewritten), so both builds load in this one process; the
+rest (``storetest``) is the working tree's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import closing
+from pathlib import Path
+from types import ModuleType
+
+from common import load_average, sqlite_durability
+from peers import TURNS, PhysicalFloor, _conversation
+
+from reference_stores.sqlite import _columns
+from storetest.codec import encode_message
+from storetest.contract import Message
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_of(revision: str, parent: Path) -> ModuleType:
+    """``reference_stores.sqlite`` as it is at ``revision``, as module ``reference_stores_before.sqlite``."""
+    package = parent / "reference_stores_before"
+    archive = subprocess.run(
+        ["git", "archive", revision, "src/reference_stores"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(parent)], input=archive, check=True)
+    shutil.move(parent / "src" / "reference_stores", package)
+    for path in package.glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        text = text.replace("from reference_stores.", "from reference_stores_before.")
+        path.write_text(text.replace("import reference_stores.", "import reference_stores_before."), encoding="utf-8")
+    sys.path.insert(0, str(parent))
+    return importlib.import_module("reference_stores_before.sqlite")
+
+
+async def one_run(builds: dict[str, ModuleType], rounds: int, directory: Path) -> dict[str, list[float]]:
+    conv = _conversation("agent", TURNS + rounds + 2)
+    transcripts: dict[str, list[Message]] = {}
+    stores = {}
+    for name, module in builds.items():
+        store = module.SQLiteStore(directory / f"{name}.sqlite", synchronous="FULL")
+        transcripts[name] = list(conv[: TURNS - 1])
+        await asyncio.to_thread(store.save, "floor", transcripts[name])
+        stores[name] = store
+    made = builds["after"].SQLiteStore(directory / "floor.sqlite", synchronous="FULL")
+    made.save("floor", conv[: TURNS - 1])
+    made.close()
+    rows = [(os.urandom(32), *_columns(m, encode_message(m))) for m in conv[TURNS - 1 : TURNS - 1 + rounds]]
+    floor = PhysicalFloor(directory / "floor.sqlite", "FULL", rows)
+    for path in sorted(directory.glob("*.sqlite")):  # every WAL empty before round 1 (see peers.run_floor)
+        with closing(sqlite3.connect(path)) as conn:
+            if conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+                raise SystemExit(f"the WAL of {path.name} could not be emptied")
+    for name, store in stores.items():
+        got = sqlite_durability(store._conn)
+        if got != "journal_mode=wal, synchronous=FULL":
+            raise SystemExit(f"{name}: {got}")
+
+    def save_by(name: str) -> Callable[[int], Awaitable[None]]:
+        store, transcript = stores[name], transcripts[name]
+
+        def call(r: int) -> Awaitable[None]:
+            transcript.append(conv[TURNS - 1 + r])  # the agent's message, then its save
+            return asyncio.to_thread(store.save, "floor", transcript)
+
+        return call
+
+    calls: dict[str, Callable[[int], Awaitable[None]]] = {
+        "before": save_by("before"),
+        "after": save_by("after"),
+        "floor": lambda r: asyncio.to_thread(floor.turn, r),
+    }
+    times: dict[str, list[float]] = {key: [] for key in calls}
+    order = list(calls)
+    try:
+        for r in range(rounds):
+            turn = order[r % 3 :] + order[: r % 3]
+            if (r // 3) % 2:
+                turn.reverse()
+            for key in turn:
+                start = time.perf_counter()
+                await calls[key](r)
+                times[key].append(time.perf_counter() - start)
+    finally:
+        for store in stores.values():
+            store.close()
+        floor.close()
+    return times
+
+
+def ratio(times: dict[str, list[float]], a: str, b: str) -> float:
+    return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--before", default="HEAD", help="git revision of the first build (default HEAD)")
+    parser.add_argument("--rounds", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=4)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="floor-ab-") as tmp:
+        before = build_of(args.before, Path(tmp))
+        builds = {"before": before, "after": importlib.import_module("reference_stores.sqlite")}
+        print(f"before: {args.before}; after: the working tree. Save at turn {TURNS:,}, {args.rounds} rounds a run, "
+              f"durability read back: WAL, synchronous=FULL. {load_average()}.")
+        print("\n| run | before / floor | after / floor | after / before | medians (us): before, after, floor |")
+        print("|---|---|---|---|---|")
+        for run in range(1, args.runs + 1):
+            directory = Path(tmp) / f"run-{run}"
+            directory.mkdir()
+            times = asyncio.run(one_run(builds, args.rounds, directory))
+            medians = ", ".join(f"{statistics.median(times[k]) * 1e6:.0f}" for k in ("before", "after", "floor"))
+            print(f"| {run} | {ratio(times, 'before', 'floor'):.3f} | {ratio(times, 'after', 'floor'):.3f} | "
+                  f"{ratio(times, 'after', 'before'):.3f} | {medians} |", flush=True)
+        print(f"\n{load_average()} at the end.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
