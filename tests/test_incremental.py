@@ -440,6 +440,31 @@ def test_plan_append_takes_only_the_remembered_messages_and_new_ones_after_them(
     assert shared.plan_append(b"s", [*base, turn(10)]) is None
 
 
+@pytest.mark.parametrize("more", [1, 2], ids=["one message (an agent's turn)", "two messages"])
+def test_plan_append_plans_the_rows_and_memory_a_full_save_would(more: int) -> None:
+    """The one-step plan, on its path for one message and on the general one: the rows
+    (position, chain digest, row text) and the memory learned once they are written are
+    what they are for a save of the whole transcript; planned again before that is
+    learned, the buffer it extended is refused rather than extended twice."""
+    memory = Remembered()
+    base = conversation(10)
+    memory.learn(b"s", Known(1, list(base), bytearray(b"".join(d for _, d in stored_rows(base)))))
+    transcript = [*base, *(turn(10 + i) for i in range(more))]
+    appending = memory.plan_append(b"s", transcript)
+    assert appending is not None
+    after, rows = appending
+    want = stored_rows(transcript)
+    assert rows == [(p, want[p][1], row_text(transcript[p])) for p in range(10, 10 + more)]
+    assert after.version == 1 and after.length == 10 + more and after.messages == transcript
+    assert after.digests == b"".join(d for _, d in want)
+    for later in ([*base, turn(30)], [*transcript, turn(20)]):  # it still remembers 10
+        assert memory.plan_append(b"s", later) is None
+    assert len(cast_entry(memory)._messages) == 10 + more
+    memory.learn(b"s", after)
+    again = memory.plan_append(b"s", [*transcript, turn(20)])
+    assert again is not None and again[1][0][1] == stored_rows([*transcript, turn(20)])[-1][1]
+
+
 def cast_text(message: Message) -> str:
     part = message.content[0]
     assert isinstance(part, Text)
