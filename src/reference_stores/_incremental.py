@@ -17,7 +17,7 @@ What is stored, per session (the backends' ``SCHEMA`` spell it in their own type
   saved;
 - one row per message: ``position`` (0, 1, ...), the message (however the backend
   keeps it) and ``digest``, the *chain digest* of the transcript up to and including
-  that row: ``digest[i] = SHA-256(digest[i-1] + text[i])``, with ``digest[-1] = b""``,
+  that row: ``digest[i] = BLAKE2b-256(digest[i-1] + text[i])``, with ``digest[-1] = b""``,
   over each message's :func:`row_text` (UTF-8): for the common messages of one part a
   form with no JSON escaping, for any other its ``encode_message`` text. Equal digests
   at position ``i`` mean equal transcripts up to ``i``: one row vouches for the whole
@@ -88,7 +88,7 @@ __all__ = [
     "row_text",
 ]
 
-#: Bytes in one chain digest (SHA-256: collision resistant, so equal digests stand for
+#: Bytes in one chain digest (BLAKE2b: collision resistant, so equal digests stand for
 #: equal prefixes, even against someone who chooses message text to collide).
 DIGEST_SIZE: Final = 32
 
@@ -132,8 +132,14 @@ def encoded(message: Message, text: str) -> str:
 
 def chain_digest(previous: bytes | bytearray, body: str) -> bytes:
     """The digest of a transcript whose previous rows digest to ``previous`` (``b""``
-    for none) and whose next row holds ``body``."""
-    return hashlib.sha256(previous + body.encode("utf-8")).digest()
+    for none) and whose next row holds ``body``: BLAKE2b of 32 bytes, which CPython
+    builds in, rather than OpenSSL's SHA-256, whose machinery costs more run cold, as
+    an agent's save runs between its other work (``python benchmarks/floor_ab.py
+    --runs 6``: 0.991-0.995 of the floor ratio per run). The size ladder's clause,
+    which hashes messages up to 1 MiB, took as long either way (``storetest check -k
+    every_field --jobs 1 --seed S``, seeds 1-3: 0.25, 0.25, 0.25 s against 0.25, 0.24,
+    0.33 s)."""
+    return hashlib.blake2b(previous + body.encode("utf-8"), digest_size=DIGEST_SIZE).digest()
 
 
 def chain_digests(previous: bytes, bodies: Sequence[str]) -> bytes:
