@@ -471,6 +471,42 @@ def test_failed_save_leaves_previous_transcript(
     assert store.messages("abc") == changed
 
 
+
+def test_a_failed_append_names_the_session_and_forgets(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], db_path: Path
+) -> None:
+    """The common save, one statement appending to what the handle remembers, failing
+    for anything but a position taken meanwhile (which falls back to the transaction):
+    a ``StoreError`` naming the session and its cause, nothing written, no transaction
+    left open, and what the handle remembered dropped, so its next save compares
+    digests. A trigger calling a function that raises stands in for the failure."""
+    store, conn, statements = traced
+    before = [turn(i) for i in range(4)]
+    store.save("abc", before)
+    armed = [True]
+
+    def explode() -> int:
+        if armed[0]:
+            raise RuntimeError("disk on fire")
+        return 0
+
+    conn.create_function("explode", 0, explode)
+    conn.execute("CREATE TEMP TRIGGER explode BEFORE INSERT ON storetest_messages BEGIN SELECT explode(); END")
+    statements.clear()
+    with pytest.raises(StoreError, match=r"save to session 'abc' failed: user-defined function raised") as info:
+        store.save("abc", [*before, turn(4)])
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    assert statements and all("BEGIN" not in s for s in statements)  # it was the append
+    assert not conn.in_transaction
+    with SQLiteStore(db_path) as other:
+        assert other.messages("abc") == before
+    armed[0] = False
+    statements.clear()
+    store.save("abc", [*before, turn(4)])
+    assert [s for s in statements if "digest FROM" in s]
+    assert store.messages("abc") == [*before, turn(4)]
+
+
 class _RollbackFails(sqlite3.Connection):
     def rollback(self) -> None:
         raise sqlite3.OperationalError("rollback exploded")
