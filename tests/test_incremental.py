@@ -465,6 +465,32 @@ def test_plan_append_plans_the_rows_and_memory_a_full_save_would(more: int) -> N
     assert again is not None and again[1][0][1] == stored_rows([*transcript, turn(20)])[-1][1]
 
 
+def test_plan_append_keeps_the_message_it_checked() -> None:
+    """The caller's list changing while the one-message plan checks its new item
+    (another thread, here the item itself): what was checked is what the buffer gets,
+    and the comparison then refuses the changed list, leaving the buffer as it was; a
+    second read of the slot put an unchecked item in the remembered buffer, past what
+    any entry covers, and failed in row_text with an AttributeError."""
+    memory = Remembered()
+    base = conversation(10)
+    memory.learn(b"s", Known(1, list(base), bytearray(b"".join(d for _, d in stored_rows(base)))))
+    transcript: list[Any] = [*base, None]
+
+    class Swapping:
+        """Says it is a Message when asked, and swaps itself out of the list then."""
+
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            transcript[10] = 42
+            return Message
+
+    transcript[10] = Swapping()
+    assert memory.plan_append(b"s", transcript) is None
+    assert len(cast_entry(memory)._messages) == 10
+    with pytest.raises(TypeError, match=r"messages\[10\]"):
+        memory.prepare(b"s", transcript)
+
+
 def cast_text(message: Message) -> str:
     part = message.content[0]
     assert isinstance(part, Text)

@@ -471,7 +471,6 @@ def test_failed_save_leaves_previous_transcript(
     assert store.messages("abc") == changed
 
 
-
 def test_a_failed_append_names_the_session_and_forgets(
     traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], db_path: Path
 ) -> None:

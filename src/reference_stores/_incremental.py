@@ -594,13 +594,13 @@ class Remembered:
         if len(messages) <= n or first >= n:
             return None
         # The common save appends one message (an agent's turn): no slice, no iterator
-        # and no join for it. Each kept to its plain steps, and _extend's written out: on
+        # and no join for it. Each step kept plain, the list's _extend written out: on
         # this path, run cold between an agent's other work, a call frame or an iterator
         # is measurable against the floor (benchmarks/floor_ab.py).
         one = len(messages) == n + 1
         if one:
-            added: list[Message] = []
-            if not isinstance(messages[n], Message):
+            message = messages[n]  # read once: the object checked is the object kept
+            if not isinstance(message, Message):
                 return None
         else:
             added = messages[n:]
@@ -613,7 +613,7 @@ class Remembered:
             if len(old) != n:
                 return None  # another save of this handle's extended it first
             if one:
-                old.append(messages[n])
+                old.append(message)
             else:
                 old += added
         if not (old == messages and _same_objects(old, messages, n)):
@@ -624,7 +624,7 @@ class Remembered:
         end = (n - first) * DIGEST_SIZE
         previous = known._digests[end - DIGEST_SIZE : end]
         if one:
-            text = row_text(old[n])
+            text = row_text(message)
             previous = chain_digest(previous, text)
             rows = [(n, previous, text)]
             more = previous
