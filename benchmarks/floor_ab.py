@@ -22,19 +22,17 @@ import asyncio
 import importlib
 import os
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import closing
 from pathlib import Path
 from types import ModuleType
 
 from common import load_average, sqlite_durability
-from peers import TURNS, PhysicalFloor, _conversation
+from peers import TURNS, PhysicalFloor, _conversation, empty_wals
 
 from reference_stores.sqlite import _columns
 from storetest.codec import encode_message
@@ -73,10 +71,7 @@ async def one_run(builds: dict[str, ModuleType], rounds: int, directory: Path) -
     made.close()
     rows = [(os.urandom(32), *_columns(m, encode_message(m))) for m in conv[TURNS - 1 : TURNS - 1 + rounds]]
     floor = PhysicalFloor(directory / "floor.sqlite", "FULL", rows)
-    for path in sorted(directory.glob("*.sqlite")):  # every WAL empty before round 1 (see peers.run_floor)
-        with closing(sqlite3.connect(path)) as conn:
-            if conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
-                raise SystemExit(f"the WAL of {path.name} could not be emptied")
+    empty_wals(directory)  # as peers.run_floor does, and why
     for name, store in stores.items():
         got = sqlite_durability(store._conn)
         if got != "journal_mode=wal, synchronous=FULL":

@@ -479,6 +479,16 @@ class PeerSQL(_Plain):
         conn.commit()
 
 
+def empty_wals(directory: Path) -> None:
+    """Checkpoint every SQLite file in ``directory`` and truncate its WAL (stopping if
+    one is busy), so every contender starts its first round with no WAL."""
+    for path in sorted(directory.glob("*.sqlite")):
+        with closing(sqlite3.connect(path)) as conn:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise SystemExit(f"floor: the WAL of {path.name} could not be emptied")
+
+
 async def run_floor(base: Path, synchronous: str, rounds: int) -> dict[str, Any]:
     """Whole saves and the SQL under them, each on a file of its own, interleaved."""
     n = TURNS + rounds + 2
@@ -520,11 +530,7 @@ async def run_floor(base: Path, synchronous: str, rounds: int) -> dict[str, Any]
     # none and appended to it, each fsync also committing a longer file, until round
     # ~420: over those rounds our save's cheap syncs met the floor's dear ones (0.81-0.95x
     # its SQL alone in rounds 200-400, 1.15x after), so a run's median hung on its length.
-    for path in sorted(directory.glob("*.sqlite")):
-        with closing(sqlite3.connect(path)) as conn:
-            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if busy:
-            raise SystemExit(f"floor: the WAL of {path.name} could not be emptied")
+    empty_wals(directory)
     calls: dict[str, Callable[[int], Awaitable[Any]]] = {
         "ours one": lambda r: ours_one.turn("floor", TURNS + r, "a"),
         "ours two": lambda r: ours_two.turn("floor", TURNS + r, "ab"[r % 2]),

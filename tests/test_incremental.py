@@ -51,6 +51,14 @@ def known(version: int, messages: list[Message]) -> Known:
     return Known(version, tuple(messages), b"".join(d for _, d in stored_rows(messages)))
 
 
+def remembering(messages: list[Message]) -> Remembered:
+    """A handle's memory as a save of ``messages`` at version 1 leaves it: list and
+    bytearray buffers the next save extends in place."""
+    memory = Remembered()
+    memory.learn(b"s", Known(1, list(messages), bytearray(b"".join(d for _, d in stored_rows(messages)))))
+    return memory
+
+
 def planned(new: list[Message], memory: Known | None, stored_version: int | None) -> SavePlan:
     """A plan as a store makes one: prepared from what the handle remembers, then
     started with the version read under the session's lock."""
@@ -378,9 +386,8 @@ def test_remembered_buffers_grow_in_place_and_never_change_below_a_length() -> N
     """The common save extends the remembered list and digests in place (no copy of
     the prefix); what an older entry covers stays as it was, whether the later save
     was learned, never learned (it failed), or differed in the middle."""
-    memory = Remembered()
     base = conversation(10)
-    memory.learn(b"s", Known(1, list(base), bytearray(b"".join(d for _, d in stored_rows(base)))))
+    memory = remembering(base)
     entry = cast_entry(memory)
     buffer = entry._messages
 
@@ -446,9 +453,8 @@ def test_plan_append_plans_the_rows_and_memory_a_full_save_would(more: int) -> N
     (position, chain digest, row text) and the memory learned once they are written are
     what they are for a save of the whole transcript; planned again before that is
     learned, the buffer it extended is refused rather than extended twice."""
-    memory = Remembered()
     base = conversation(10)
-    memory.learn(b"s", Known(1, list(base), bytearray(b"".join(d for _, d in stored_rows(base)))))
+    memory = remembering(base)
     transcript = [*base, *(turn(10 + i) for i in range(more))]
     appending = memory.plan_append(b"s", transcript)
     assert appending is not None
@@ -471,9 +477,8 @@ def test_plan_append_keeps_the_message_it_checked() -> None:
     and the comparison then refuses the changed list, leaving the buffer as it was; a
     second read of the slot put an unchecked item in the remembered buffer, past what
     any entry covers, and failed in row_text with an AttributeError."""
-    memory = Remembered()
     base = conversation(10)
-    memory.learn(b"s", Known(1, list(base), bytearray(b"".join(d for _, d in stored_rows(base)))))
+    memory = remembering(base)
     transcript: list[Any] = [*base, None]
 
     class Swapping:

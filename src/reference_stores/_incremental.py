@@ -594,9 +594,8 @@ class Remembered:
         if len(messages) <= n or first >= n:
             return None
         # The common save appends one message (an agent's turn): no slice, no iterator
-        # and no join for it. Each step kept plain, the list's _extend written out: on
-        # this path, run cold between an agent's other work, a call frame or an iterator
-        # is measurable against the floor (benchmarks/floor_ab.py).
+        # and no join for it (benchmarks/floor_ab.py: run cold between an agent's other
+        # work, they are measurable against the floor).
         one = len(messages) == n + 1
         if one:
             message = messages[n]  # read once: the object checked is the object kept
@@ -609,13 +608,8 @@ class Remembered:
         old = known._messages
         if type(old) is not list:
             old = list(old[:n])  # a tuple remembered: a list once, extended from then on
-        with _EXTENDING:
-            if len(old) != n:
-                return None  # another save of this handle's extended it first
-            if one:
-                old.append(message)
-            else:
-                old += added
+        if not _extend(old, n, (message,) if one else added):
+            return None  # another save of this handle's extended it first
         if not (old == messages and _same_objects(old, messages, n)):
             # An edit, or equal copies: prepare's. Nobody else extends a buffer that
             # runs past what any entry covers, so this undoes exactly the extension.
