@@ -52,7 +52,7 @@ def test_content_is_frozen_as_a_tuple() -> None:
 @pytest.mark.parametrize(
     ("value", "error"),
     [(None, TypeError), (b"a", TypeError), ("", ValueError), ("\udc80", ValueError),
-     ("é" * (MAX_SESSION_ID_BYTES // 2 + 1), ValueError)],
+     ("é" * (MAX_SESSION_ID_BYTES // 2 + 1), ValueError), ("x" * (MAX_SESSION_ID_BYTES + 1), ValueError)],
 )
 def test_session_ids_are_checked(value: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="session"):

@@ -4,6 +4,7 @@ wrote last and for one that did not. The planner alone, then on a real SQLite fi
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 import sqlite3
 import threading
@@ -99,6 +100,23 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
 
 
 # -- the digest ------------------------------------------------------------------------
+
+
+def test_the_stored_digest_and_row_texts_are_as_documented() -> None:
+    """What stores keep, pinned: a chain digest is BLAKE2b-256 of the previous one and
+    the row text's UTF-8, and the common messages' row texts are the forms the module
+    names. A faster way of computing either must not change a stored byte."""
+    text = Message.text("user", "hé")
+    call = Message("assistant", (ToolCall("c1", "lookup", '{"q": 1}'),))
+    result = Message("tool", (ToolResult("c1", "found", is_error=True),))
+    assert [row_text(m) for m in (text, call, result)] == [
+        "user:hé", '{!assistant:2:6:c1lookup{"q": 1}', "{?tool:2:1:c1found"]
+    previous = b"\x01" * DIGEST_SIZE
+    assert chain_digest(previous, "user:hé") == hashlib.blake2b(
+        previous + "user:hé".encode(), digest_size=32).digest()
+    assert chain_digest(bytearray(previous), "x") == hashlib.blake2b(previous + b"x", digest_size=32).digest()
+    first = hashlib.blake2b(b"a", digest_size=32).digest()
+    assert chain_digests(b"", ["a", "b"]) == first + hashlib.blake2b(first + b"b", digest_size=32).digest()
 
 
 def test_a_chain_digest_vouches_for_the_whole_prefix() -> None:
@@ -398,7 +416,8 @@ def test_remembered_buffers_grow_in_place_and_never_change_below_a_length() -> N
     del buffer[10:]  # as if that save failed before it was learned
     appending = memory.plan_append(b"s", grown)
     assert appending is not None
-    after, rows = appending
+    before, after, rows = appending
+    assert before is entry
     assert after._messages is buffer and after.length == 11 and after._digests is entry._digests
     assert rows == [(10, stored_rows(grown)[10][1], row_text(turn(10)))]
     assert after.digests == b"".join(d for _, d in stored_rows(grown))
@@ -441,7 +460,7 @@ def test_plan_append_takes_only_the_remembered_messages_and_new_ones_after_them(
         assert memory.plan_append(b"s", refused) is None, refused
         assert len(cast_entry(memory)._messages) == 10
     appending = memory.plan_append(b"s", [*base, turn(10), turn(11)])
-    assert appending is not None and [row[0] for row in appending[1]] == [10, 11]
+    assert appending is not None and [row[0] for row in appending[2]] == [10, 11]
     shared = Remembered()
     shared.learn(b"s", Known(1, list(base), bytearray(digests), shared=True))
     assert shared.plan_append(b"s", [*base, turn(10)]) is None
@@ -458,7 +477,8 @@ def test_plan_append_plans_the_rows_and_memory_a_full_save_would(more: int) -> N
     transcript = [*base, *(turn(10 + i) for i in range(more))]
     appending = memory.plan_append(b"s", transcript)
     assert appending is not None
-    after, rows = appending
+    before, after, rows = appending
+    assert before is cast_entry(memory)
     want = stored_rows(transcript)
     assert rows == [(p, want[p][1], row_text(transcript[p])) for p in range(10, 10 + more)]
     assert after.version == 1 and after.length == 10 + more and after.messages == transcript
@@ -466,9 +486,33 @@ def test_plan_append_plans_the_rows_and_memory_a_full_save_would(more: int) -> N
     for later in ([*base, turn(30)], [*transcript, turn(20)]):  # it still remembers 10
         assert memory.plan_append(b"s", later) is None
     assert len(cast_entry(memory)._messages) == 10 + more
-    memory.learn(b"s", after)
+    assert memory.swap(b"s", before, after)  # the store's step before its statement
     again = memory.plan_append(b"s", [*transcript, turn(20)])
-    assert again is not None and again[1][0][1] == stored_rows([*transcript, turn(20)])[-1][1]
+    assert again is not None and again[2][0][1] == stored_rows([*transcript, turn(20)])[-1][1]
+
+
+def test_swap_refuses_a_plan_made_from_an_entry_whose_rows_were_not_written() -> None:
+    """The store remembers a planned append before its statement and puts the entry it
+    replaced back if the statement is refused. A second save of the handle that planned
+    from the new entry meanwhile (another thread, during the first one's fsync) must
+    then not append: its first row would follow a gap. Its swap says so."""
+    base = conversation(10)
+    memory = remembering(base)
+    entry = cast_entry(memory)
+    transcript = [*base, turn(10)]
+    first = memory.plan_append(b"s", transcript)
+    assert first is not None and memory.swap(b"s", first[0], first[1])
+    transcript.append(turn(11))
+    second = memory.plan_append(b"s", transcript)
+    assert second is not None and second[0] is first[1]  # planned from the unwritten entry
+    assert second[2][0][0] == 11
+    assert memory.swap(b"s", first[1], first[0])  # the first statement was refused
+    assert not memory.swap(b"s", second[0], second[1])
+    assert cast_entry(memory) is entry
+    # Written, the first entry stays, and the second plan goes ahead.
+    assert memory.swap(b"s", first[0], first[1])
+    assert memory.swap(b"s", second[0], second[1])
+    assert cast_entry(memory).messages == transcript
 
 
 def test_plan_append_keeps_the_message_it_checked() -> None:

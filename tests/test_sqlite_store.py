@@ -506,6 +506,49 @@ def test_a_failed_append_names_the_session_and_forgets(
     assert store.messages("abc") == [*before, turn(4)]
 
 
+def test_a_refused_append_puts_back_what_the_handle_remembered(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]],
+) -> None:
+    """The common save remembers its rows before its one statement runs, in place of
+    the entry it planned from. The statement refused (here a trigger ignores the row, as
+    the primary key refuses a position another handle took), the handle puts that entry
+    back before it saves as usual: that save then knows it is the only writer (the next
+    save appends in one statement again), and a plan another thread of the handle made
+    meanwhile from the unwritten rows (captured here from inside the statement) is
+    refused rather than appending after a gap."""
+    store, conn, statements = traced
+    transcript = [turn(i) for i in range(4)]
+    store.save("abc", transcript)
+    meanwhile: list[Any] = []
+
+    def refuse_once(position: int) -> int:
+        if meanwhile:
+            return 0
+        meanwhile.append(store._remembered.plan_append(b"abc", [*transcript, turn(5)]))
+        return 1
+
+    conn.create_function("refuse_once", 1, refuse_once)
+    conn.execute(
+        "CREATE TEMP TRIGGER refuse BEFORE INSERT ON storetest_messages WHEN refuse_once(NEW.position) "
+        "BEGIN SELECT RAISE(IGNORE); END"
+    )
+    transcript.append(turn(4))
+    statements.clear()
+    store.save("abc", transcript)
+    assert any("BEGIN" in s for s in statements)  # refused, then saved as usual
+    assert store.messages("abc") == transcript
+    (planned,) = meanwhile
+    assert planned is not None and planned[2][0][0] == 5  # it would have appended row 5
+    assert not store._remembered.swap(b"abc", planned[0], planned[1])
+    entry = store._remembered.get(b"abc")
+    assert entry is not None and not entry.shared and entry.length == 5
+    transcript.append(turn(5))
+    statements.clear()
+    store.save("abc", transcript)
+    assert all("BEGIN" not in s for s in statements)  # one statement again
+    assert store.messages("abc") == transcript
+
+
 class _RollbackFails(sqlite3.Connection):
     def rollback(self) -> None:
         raise sqlite3.OperationalError("rollback exploded")

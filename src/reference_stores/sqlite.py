@@ -59,7 +59,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Final, Literal, cast
+from typing import Final, Literal
 
 from reference_stores._entry_codec import gc_paused
 from reference_stores._incremental import DEFAULT_CACHE_SESSIONS, Known, Remembered
@@ -320,22 +320,31 @@ class SQLiteStore:
         session = check_session_id(session)
         key = session.encode("utf-8")
         # The common save appends to what this handle wrote or read last: one statement,
-        # no transaction of its own to open, and no row but the new. Either way the
-        # messages are checked before the database is touched.
-        appending = self._remembered.plan_append(key, messages) if self._in_autocommit() else None
+        # no transaction of its own to open, and no row but the new (on a connection in
+        # autocommit mode, as the store's own always is). Either way the messages are
+        # checked before the database is touched.
+        appending = (
+            self._remembered.plan_append(key, messages) if self._owns_connection or self._in_autocommit() else None
+        )
         plan = self._remembered.prepare(key, messages) if appending is None else None
         with self._operation("save to", session) as conn:
             if appending is not None:
-                try:
-                    appended = conn.isolation_level is None and _append(conn, key, *appending)
-                except BaseException:
-                    self._remembered.forget(key)
-                    raise
-                if appended:
-                    self._remembered.learn(key, appending[0])
-                    return
+                known, grown, rows = appending
+                # Remembered before the statement rather than after its fsync
+                # (plan_append says why), and put back if the statement is refused. A
+                # plan another thread makes from it meanwhile is refused by its own
+                # swap, or checked against the stored version as every plan is.
+                if conn.isolation_level is None and self._remembered.swap(key, known, grown):
+                    try:
+                        appended = _append(conn, key, grown, rows)
+                    except BaseException:
+                        self._remembered.forget(key)
+                        raise
+                    if appended:
+                        return
+                    self._remembered.swap(key, grown, known)
                 plan = self._remembered.prepare(key, messages)
-                plan.reuse(appending[1])
+                plan.reuse(rows)
             assert plan is not None
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -552,7 +561,7 @@ def _columns(message: Message, body: str) -> tuple[str | None, str, str | None, 
 
 def _one_part(role: str, kind: str) -> Callable[[str, str | None, str], Message]:
     if kind == "call":
-        return lambda call_id, name, body: trusted_tool_call_message(role, call_id, cast(str, name), body)
+        return lambda call_id, name, body: trusted_tool_call_message(role, call_id, name, body)  # type: ignore[arg-type]
     is_error = kind == "error"
     return lambda call_id, _, body: trusted_tool_result_message(role, call_id, body, is_error)
 
