@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from common import load_average
-from peers import report_floor, run_floor
+from peers import OLD_HARNESS, _paired, report_floor, run_floor
 
 #: (whole, under it) pairs whose ratio is shown per 200 rounds.
 PAIRS = [("ours one", "floor one"), ("ours one", "ours SQL"), ("ours SQL", "floor one"),
@@ -55,10 +55,12 @@ def sync_costs(directory: str, blocks: int = 300) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rounds", type=int, action="append", help="repeatable; default 400 then 1000")
+    parser.add_argument("--old-harness", action="store_true",
+                        help=f"also time our save as this benchmark once did ({OLD_HARNESS!r})")
     args = parser.parse_args(argv)
     for rounds in args.rounds or [400, 1000]:
         with tempfile.TemporaryDirectory(prefix="floor-rounds-", dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
-            result = asyncio.run(run_floor(Path(tmp), "FULL", rounds))
+            result = asyncio.run(run_floor(Path(tmp), "FULL", rounds, old_harness=args.old_harness))
             grow, over = sync_costs(tmp)
         print(report_floor("FULL", result, rounds, load_average()))
         times = result["times"]
@@ -77,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         gaps = [(x - y) * 1000 for x, y in zip(times["ours one"], times["floor one"], strict=True)]
         print(f"ours one - floor one, median us per {CHUNK} rounds: " + " ".join(
             f"{statistics.median(gaps[s : s + CHUNK]):.0f}" for s in range(0, rounds, CHUNK)))
+        if OLD_HARNESS in times:
+            # The same save, timed with the agent's bookkeeping and a coroutine more.
+            extra = statistics.median(
+                (x - y) * 1000 for x, y in zip(times[OLD_HARNESS], times["ours one"], strict=True))
+            print(f"{OLD_HARNESS} / floor one: {_paired(times, OLD_HARNESS, 'floor one')}; "
+                  f"{OLD_HARNESS} - ours one: median {extra:.1f} us")
         print(f"a block appended and fdatasync-ed: {grow:.3f} ms; overwritten and fdatasync-ed: {over:.3f} ms "
               f"(medians of 300, the same directory)\n", flush=True)
     return 0

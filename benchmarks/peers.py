@@ -61,7 +61,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import closing
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from common import (
     AGENT,
@@ -398,6 +398,10 @@ class _Plain:
         for conn in self.conns:
             conn.execute(f"PRAGMA synchronous = {synchronous}")
 
+    def turn(self, r: int) -> None:
+        """Round ``r``'s statements."""
+        raise NotImplementedError
+
     def durability(self) -> str:
         return sqlite_durability(self.conns[0])
 
@@ -415,22 +419,26 @@ class _OursPlain(_Plain):
         (self.sid,) = self.conns[0].execute("SELECT id FROM storetest_sessions").fetchone()
         (self.start,) = self.conns[0].execute("SELECT count(*) FROM storetest_messages").fetchone()
 
-    def insert(self, conn: sqlite3.Connection, r: int) -> None:
-        digest, *columns = self.rows[r]
-        conn.execute(
-            "INSERT INTO storetest_messages (session_id, position, digest, role, body, kind, call_id, name) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (self.sid, self.start + r, digest, *columns),
-        )
+
+#: The floor's statement: the row our save inserts, with nothing to look up or guard.
+_FLOOR_INSERT: Final = (
+    "INSERT INTO storetest_messages (session_id, position, digest, role, body, kind, call_id, name) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 class PhysicalFloor(_OursPlain):
     name = "one INSERT and its fsync"
 
+    def __init__(self, path: Path, synchronous: str, rows: list[tuple[Any, ...]]) -> None:
+        super().__init__(path, synchronous, rows)
+        # Each round's parameters built beforehand: the floor is its three statements.
+        self.params = [(self.sid, self.start + r, digest, *columns) for r, (digest, *columns) in enumerate(rows)]
+
     def turn(self, r: int) -> None:
         conn = self.conns[r % self.connections]
         conn.execute("BEGIN IMMEDIATE")
-        self.insert(conn, r)
+        conn.execute(_FLOOR_INSERT, self.params[r])
         conn.execute("COMMIT")
 
 
@@ -444,16 +452,18 @@ class OursSQL(_OursPlain):
 
     def __init__(self, path: Path, synchronous: str, rows: list[tuple[Any, ...]]) -> None:
         super().__init__(path, synchronous, rows)
-        (self.version,) = self.conns[0].execute("SELECT version FROM storetest_sessions").fetchone()
+        (version,) = self.conns[0].execute("SELECT version FROM storetest_sessions").fetchone()
+        self.params = [
+            (self.start + r, digest, *columns, b"floor", version) for r, (digest, *columns) in enumerate(rows)
+        ]
 
     def turn(self, r: int) -> None:
         # The append of a handle that remembers the session: one statement, guarded by
         # the version it remembers, its own transaction (reference_stores.sqlite._append).
-        digest, *columns = self.rows[r]
         cursor = self.conns[0].execute(
             "INSERT INTO storetest_messages (session_id, position, digest, role, body, kind, call_id, name) "
             "SELECT id, ?, ?, ?, ?, ?, ?, ? FROM storetest_sessions WHERE session = ? AND version = ?",
-            (self.start + r, digest, *columns, b"floor", self.version),
+            self.params[r],
         )
         if cursor.rowcount != 1:
             raise RuntimeError("our save's SQL inserted nothing: the session's version moved")
@@ -489,8 +499,13 @@ def empty_wals(directory: Path) -> None:
             raise SystemExit(f"floor: the WAL of {path.name} could not be emptied")
 
 
-async def run_floor(base: Path, synchronous: str, rounds: int) -> dict[str, Any]:
-    """Whole saves and the SQL under them, each on a file of its own, interleaved."""
+#: The contender ``run_floor(..., old_harness=True)`` adds.
+OLD_HARNESS: Final = "ours one, timed as before"
+
+
+async def run_floor(base: Path, synchronous: str, rounds: int, *, old_harness: bool = False) -> dict[str, Any]:
+    """Whole saves and the SQL under them, each on a file of its own, interleaved; with
+    ``old_harness``, also our save timed as this harness once timed it (:data:`OLD_HARNESS`)."""
     n = TURNS + rounds + 2
     conv = agent_messages(n)
     directory = base / f"floor-{synchronous}"
@@ -500,7 +515,10 @@ async def run_floor(base: Path, synchronous: str, rounds: int) -> dict[str, Any]
         return Ours(directory / f"{name}.sqlite", synchronous, n)
 
     ours_one, ours_two = made_by_ours("ours-one"), made_by_ours("ours-two")
+    ours_old = made_by_ours("ours-old")
     await ours_one.setup("floor", TURNS - 1, handles=("a",))
+    if old_harness:
+        await ours_old.setup("floor", TURNS - 1, handles=("a",))
     await ours_two.setup("floor", TURNS - 1, handles=("a", "b"))
     for name in ("physical", "physical-two", "ours-sql"):
         made = made_by_ours(name)
@@ -531,13 +549,31 @@ async def run_floor(base: Path, synchronous: str, rounds: int) -> dict[str, Any]
     # ~420: over those rounds our save's cheap syncs met the floor's dear ones (0.81-0.95x
     # its SQL alone in rounds 200-400, 1.15x after), so a run's median hung on its length.
     empty_wals(directory)
-    calls: dict[str, Callable[[int], Awaitable[Any]]] = {
-        "ours one": lambda r: ours_one.turn("floor", TURNS + r, "a"),
-        "ours two": lambda r: ours_two.turn("floor", TURNS + r, "ab"[r % 2]),
-        "peer add_items": lambda r: peer.turn("floor", TURNS + r, "a"),
+    # Each contender's round: what the agent does first (extend its transcript, pick its
+    # item), untimed, then the one timed call: for ours and the floors alike the save
+    # handed to a thread, ``await asyncio.to_thread(f, *args)``. Our save's round once
+    # also timed that bookkeeping and a coroutine more than the floor's (OLD_HARNESS;
+    # docs/performance.md, "The harness").
+    Round = Callable[[int], tuple[Callable[..., Any], tuple[Any, ...]]]
+
+    def saving(made: Ours, handle: Callable[[int], str]) -> Round:
+        return lambda r: (made._handle(handle(r)).save, ("floor", made._transcript("floor", TURNS + r)))
+
+    peer_handle, peer_items = peer._handle("floor", "a"), peer._items("floor")
+    rounds_of: dict[str, Round] = {
+        "ours one": saving(ours_one, lambda r: "a"),
+        "ours two": saving(ours_two, lambda r: "ab"[r % 2]),
+        "peer add_items": lambda r: (peer_handle.add_items, ([peer_items[TURNS + r - 1]],)),
     }
-    for key, floor in plain.items():
-        calls[key] = lambda r, floor=floor: asyncio.to_thread(floor.turn, r)
+
+    def statements(floor: _Plain) -> Round:
+        return lambda r: (floor.turn, (r,))
+
+    rounds_of.update({key: statements(floor) for key, floor in plain.items()})
+    asynchronous = {"peer add_items"}  # SQLiteSession's add_items is a coroutine of its own
+    if old_harness:
+        rounds_of[OLD_HARNESS] = lambda r: (ours_old.turn, ("floor", TURNS + r, "a"))
+        asynchronous.add(OLD_HARNESS)
     durability = {
         "ours": await ours_one.durability(),
         "SQLiteSession": await peer.durability(),
@@ -547,20 +583,26 @@ async def run_floor(base: Path, synchronous: str, rounds: int) -> dict[str, Any]
     for key, got in durability.items():
         if got != want:
             raise SystemExit(f"floor, {key}: {got}, not {want}")
-    times: dict[str, list[float]] = {key: [] for key in calls}
-    order = list(calls)
+    times: dict[str, list[float]] = {key: [] for key in rounds_of}
+    order = list(rounds_of)
     try:
         for r in range(rounds):
             turn = order[r % len(order) :] + order[: r % len(order)]
             if (r // len(order)) % 2:
                 turn.reverse()
             for key in turn:
-                start = time.perf_counter()
-                await calls[key](r)
+                call, args = rounds_of[key](r)
+                if key in asynchronous:
+                    start = time.perf_counter()
+                    await call(*args)
+                else:
+                    start = time.perf_counter()
+                    await asyncio.to_thread(call, *args)
                 times[key].append((time.perf_counter() - start) * 1000)
     finally:
         await ours_one.close()
         await ours_two.close()
+        await ours_old.close()
         await peer.close()
         for floor in plain.values():
             floor.close()
