@@ -6,6 +6,7 @@ working tree, each saving its own file, the floor (one INSERT and its fsync, as 
     pip install "storetest[bench]"
     python benchmarks/floor_ab.py --rounds 1000 --runs 4
     python benchmarks/floor_ab.py --before 5cd3f91
+    python benchmarks/floor_ab.py --company      # as cold as floor_rounds.py leaves a save
 
 A change worth 1 % of the floor ratio is 4-5 us at turn 2,000: less than one run of
 ``floor_rounds.py`` moves from another. Here both builds meet the same disk, load and
@@ -13,6 +14,11 @@ cache state in every round, so their per-round ratio (``after/before``) moves by
 0.3 % between runs. The revision's ``reference_stores`` is copied into a temp dir under
 another package name (imports rewritten), so both builds load in this one process; the
 rest (``storetest``) is the working tree's.
+
+Alone, the three leave each other's code warmer than ``floor_rounds.py``'s seven
+contenders do, so a cut of cold Python shows smaller here. ``--company`` interleaves the
+peer's ``SQLiteSession.add_items`` and the floor on two connections with them (their
+times not reported), as ``floor_rounds.py`` does.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 
 from common import load_average, sqlite_durability
-from peers import TURNS, PhysicalFloor, _conversation, empty_wals
+from peers import TURNS, PeerSQLiteSession, PhysicalFloor, PhysicalFloorTwo, _conversation, empty_wals
 
 from reference_stores.sqlite import _columns
 from storetest.codec import encode_message
@@ -57,7 +63,9 @@ def build_of(revision: str, parent: Path) -> ModuleType:
     return importlib.import_module("reference_stores_before.sqlite")
 
 
-async def one_run(builds: dict[str, ModuleType], rounds: int, directory: Path) -> dict[str, list[float]]:
+async def one_run(
+    builds: dict[str, ModuleType], rounds: int, directory: Path, company: bool = False
+) -> dict[str, list[float]]:
     conv = _conversation("agent", TURNS + rounds + 2)
     transcripts: dict[str, list[Message]] = {}
     stores = {}
@@ -71,6 +79,13 @@ async def one_run(builds: dict[str, ModuleType], rounds: int, directory: Path) -
     made.close()
     rows = [(os.urandom(32), *_columns(m, encode_message(m))) for m in conv[TURNS - 1 : TURNS - 1 + rounds]]
     floor = PhysicalFloor(directory / "floor.sqlite", "FULL", rows)
+    if company:
+        made = builds["after"].SQLiteStore(directory / "floor-two.sqlite", synchronous="FULL")
+        made.save("floor", conv[: TURNS - 1])
+        made.close()
+        floor_two = PhysicalFloorTwo(directory / "floor-two.sqlite", "FULL", rows)
+        peer = PeerSQLiteSession(directory / "peer.sqlite", "FULL", TURNS + rounds + 2)
+        await peer.setup("floor", TURNS - 1, handles=("a",))
     empty_wals(directory)  # as peers.run_floor does, and why
     for name, store in stores.items():
         got = sqlite_durability(store._conn)
@@ -91,12 +106,15 @@ async def one_run(builds: dict[str, ModuleType], rounds: int, directory: Path) -
         "after": save_by("after"),
         "floor": lambda r: asyncio.to_thread(floor.turn, r),
     }
+    if company:
+        calls["floor two"] = lambda r: asyncio.to_thread(floor_two.turn, r)
+        calls["peer"] = lambda r: peer.turn("floor", TURNS + r, "a")
     times: dict[str, list[float]] = {key: [] for key in calls}
     order = list(calls)
     try:
         for r in range(rounds):
-            turn = order[r % 3 :] + order[: r % 3]
-            if (r // 3) % 2:
+            turn = order[r % len(order) :] + order[: r % len(order)]
+            if (r // len(order)) % 2:
                 turn.reverse()
             for key in turn:
                 start = time.perf_counter()
@@ -106,6 +124,9 @@ async def one_run(builds: dict[str, ModuleType], rounds: int, directory: Path) -
         for store in stores.values():
             store.close()
         floor.close()
+        if company:
+            floor_two.close()
+            await peer.close()
     return times
 
 
@@ -118,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", default="HEAD", help="git revision of the first build (default HEAD)")
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--company", action="store_true",
+                        help="interleave the peer's add_items and the floor on two connections too, not reported")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="floor-ab-") as tmp:
         before = build_of(args.before, Path(tmp))
@@ -129,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(1, args.runs + 1):
             directory = Path(tmp) / f"run-{run}"
             directory.mkdir()
-            times = asyncio.run(one_run(builds, args.rounds, directory))
+            times = asyncio.run(one_run(builds, args.rounds, directory, args.company))
             medians = ", ".join(f"{statistics.median(times[k]) * 1e6:.0f}" for k in ("before", "after", "floor"))
             print(f"| {run} | {ratio(times, 'before', 'floor'):.3f} | {ratio(times, 'after', 'floor'):.3f} | "
                   f"{ratio(times, 'after', 'before'):.3f} | {medians} |", flush=True)
