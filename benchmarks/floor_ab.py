@@ -6,7 +6,7 @@ working tree, each saving its own file, the floor (one INSERT and its fsync, as 
     pip install "storetest[bench]"
     python benchmarks/floor_ab.py --rounds 1000 --runs 4
     python benchmarks/floor_ab.py --before 5cd3f91
-    python benchmarks/floor_ab.py --company      # as cold as floor_rounds.py leaves a save
+    python benchmarks/floor_ab.py --company      # colder, nearer floor_rounds.py
 
 A change worth 1 % of the floor ratio is 4-5 us at turn 2,000: less than one run of
 ``floor_rounds.py`` moves from another. Here both builds meet the same disk, load and
@@ -18,7 +18,7 @@ rest (``storetest``) is the working tree's.
 Alone, the three leave each other's code warmer than ``floor_rounds.py``'s seven
 contenders do, so a cut of cold Python shows smaller here. ``--company`` interleaves the
 peer's ``SQLiteSession.add_items`` and the floor on two connections with them (their
-times not reported), as ``floor_rounds.py`` does.
+times not reported): five contenders, nearer ``floor_rounds.py``'s cold.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from common import load_average, sqlite_durability
 from peers import TURNS, PeerSQLiteSession, PhysicalFloor, PhysicalFloorTwo, _conversation, empty_wals
@@ -92,33 +93,43 @@ async def one_run(
         if got != "journal_mode=wal, synchronous=FULL":
             raise SystemExit(f"{name}: {got}")
 
-    def save_by(name: str) -> Callable[[int], Awaitable[None]]:
+    # As peers.run_floor: each round's bookkeeping (the agent's message added to its
+    # transcript) before the clock, then one timed call handed to a thread.
+    Round = Callable[[int], tuple[Callable[..., Any], tuple[Any, ...]]]
+
+    def save_by(name: str) -> Round:
         store, transcript = stores[name], transcripts[name]
 
-        def call(r: int) -> Awaitable[None]:
-            transcript.append(conv[TURNS - 1 + r])  # the agent's message, then its save
-            return asyncio.to_thread(store.save, "floor", transcript)
+        def call(r: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+            transcript.append(conv[TURNS - 1 + r])
+            return store.save, ("floor", transcript)
 
         return call
 
-    calls: dict[str, Callable[[int], Awaitable[None]]] = {
+    calls: dict[str, Round] = {
         "before": save_by("before"),
         "after": save_by("after"),
-        "floor": lambda r: asyncio.to_thread(floor.turn, r),
+        "floor": lambda r: (floor.turn, (r,)),
     }
     if company:
-        calls["floor two"] = lambda r: asyncio.to_thread(floor_two.turn, r)
-        calls["peer"] = lambda r: peer.turn("floor", TURNS + r, "a")
-    times: dict[str, list[float]] = {key: [] for key in calls}
-    order = list(calls)
+        calls["floor two"] = lambda r: (floor_two.turn, (r,))
+        peer_handle, peer_items = peer._handle("floor", "a"), peer._items("floor")
+    times: dict[str, list[float]] = {key: [] for key in [*calls, *(["peer"] if company else [])]}
+    order = list(times)
     try:
         for r in range(rounds):
             turn = order[r % len(order) :] + order[: r % len(order)]
             if (r // len(order)) % 2:
                 turn.reverse()
             for key in turn:
-                start = time.perf_counter()
-                await calls[key](r)
+                if key == "peer":  # SQLiteSession's add_items is a coroutine of its own
+                    items = [peer_items[TURNS + r - 1]]
+                    start = time.perf_counter()
+                    await peer_handle.add_items(items)
+                else:
+                    call, args = calls[key](r)
+                    start = time.perf_counter()
+                    await asyncio.to_thread(call, *args)
                 times[key].append(time.perf_counter() - start)
     finally:
         for store in stores.values():

@@ -553,7 +553,7 @@ async def run_floor(base: Path, synchronous: str, rounds: int, *, old_harness: b
     # item), untimed, then the one timed call: for ours and the floors alike the save
     # handed to a thread, ``await asyncio.to_thread(f, *args)``. Our save's round once
     # also timed that bookkeeping and a coroutine more than the floor's (OLD_HARNESS;
-    # docs/performance.md, "The harness").
+    # docs/performance.md, "The floor, round by round").
     Round = Callable[[int], tuple[Callable[..., Any], tuple[Any, ...]]]
 
     def saving(made: Ours, handle: Callable[[int], str]) -> Round:

@@ -486,33 +486,51 @@ def test_plan_append_plans_the_rows_and_memory_a_full_save_would(more: int) -> N
     for later in ([*base, turn(30)], [*transcript, turn(20)]):  # it still remembers 10
         assert memory.plan_append(b"s", later) is None
     assert len(cast_entry(memory)._messages) == 10 + more
+    assert after.pending
     assert memory.swap(b"s", before, after)  # the store's step before its statement
+    after.pending = False  # and after it, once the statement wrote the rows
     again = memory.plan_append(b"s", [*transcript, turn(20)])
     assert again is not None and again[2][0][1] == stored_rows([*transcript, turn(20)])[-1][1]
 
 
-def test_swap_refuses_a_plan_made_from_an_entry_whose_rows_were_not_written() -> None:
-    """The store remembers a planned append before its statement and puts the entry it
-    replaced back if the statement is refused. A second save of the handle that planned
-    from the new entry meanwhile (another thread, during the first one's fsync) must
-    then not append: its first row would follow a gap. Its swap says so."""
+def test_an_entry_whose_rows_may_not_be_written_is_never_trusted_by_its_version() -> None:
+    """The store remembers a planned append before its statement (pending) and marks it
+    written only once the statement wrote it. Meanwhile another thread of the handle
+    plans no append from it (its first row could follow a gap), and a save planned from
+    it checks the stored digests even when the stored version and count match it: the
+    statement may have failed and another handle appended a different message, which a
+    version and a count cannot tell apart. ``swap`` installs an entry only in place of
+    the one it was planned from."""
     base = conversation(10)
     memory = remembering(base)
     entry = cast_entry(memory)
     transcript = [*base, turn(10)]
-    first = memory.plan_append(b"s", transcript)
-    assert first is not None and memory.swap(b"s", first[0], first[1])
+    known, grown, _ = cast_appending(memory.plan_append(b"s", transcript))
+    assert known is entry and grown.pending
+    assert memory.swap(b"s", known, grown) and cast_entry(memory) is grown
+    assert not memory.swap(b"s", known, grown)  # planned from an entry no longer remembered
     transcript.append(turn(11))
-    second = memory.plan_append(b"s", transcript)
-    assert second is not None and second[0] is first[1]  # planned from the unwritten entry
-    assert second[2][0][0] == 11
-    assert memory.swap(b"s", first[1], first[0])  # the first statement was refused
-    assert not memory.swap(b"s", second[0], second[1])
-    assert cast_entry(memory) is entry
-    # Written, the first entry stays, and the second plan goes ahead.
-    assert memory.swap(b"s", first[0], first[1])
-    assert memory.swap(b"s", second[0], second[1])
-    assert cast_entry(memory).messages == transcript
+    assert memory.plan_append(b"s", transcript) is None
+    plan = memory.prepare(b"s", transcript)
+    plan.start(1, 11)  # version 1 and 11 rows, as the entry says: but whose row 10?
+    assert plan.fetch_from == 10
+    theirs = [*base, turn(10, "theirs")]
+    plan.resolve([stored_rows(theirs)[10]])
+    assert plan.fetch_from == 0
+    plan.resolve(stored_rows(theirs))
+    assert plan.keep == 10 and plan.delete and [p for p, _, _ in plan.rows] == [10, 11]
+    assert plan.digest_at(11) == stored_rows(transcript)[11][1]
+    # Written: trusted (and appends are planned from it again: the test above).
+    grown.pending = False
+    written = memory.prepare(b"s", transcript)
+    written.start(1, 11)
+    assert written.fetch_from is None and [p for p, _, _ in written.rows] == [11]
+
+
+def cast_appending(appending: tuple[Known, Known, list[tuple[int, bytes, str]]] | None
+                   ) -> tuple[Known, Known, list[tuple[int, bytes, str]]]:
+    assert appending is not None
+    return appending
 
 
 def test_plan_append_keeps_the_message_it_checked() -> None:

@@ -497,6 +497,7 @@ def test_a_failed_append_names_the_session_and_forgets(
     assert isinstance(info.value.__cause__, sqlite3.OperationalError)
     assert statements and all("BEGIN" not in s for s in statements)  # it was the append
     assert not conn.in_transaction
+    assert store._remembered.get(b"abc") is None
     with SQLiteStore(db_path) as other:
         assert other.messages("abc") == before
     armed[0] = False
@@ -509,13 +510,12 @@ def test_a_failed_append_names_the_session_and_forgets(
 def test_a_refused_append_puts_back_what_the_handle_remembered(
     traced: tuple[SQLiteStore, sqlite3.Connection, list[str]],
 ) -> None:
-    """The common save remembers its rows before its one statement runs, in place of
-    the entry it planned from. The statement refused (here a trigger ignores the row, as
-    the primary key refuses a position another handle took), the handle puts that entry
-    back before it saves as usual: that save then knows it is the only writer (the next
-    save appends in one statement again), and a plan another thread of the handle made
-    meanwhile from the unwritten rows (captured here from inside the statement) is
-    refused rather than appending after a gap."""
+    """The common save remembers its rows just before its one statement, pending until
+    the statement wrote them. While it runs, the handle plans no other append from them
+    (captured here from inside the statement). The statement refused (here a trigger
+    ignores the row, as the primary key refuses a position another handle took), the
+    handle puts back the entry it planned from before it saves as usual: that save
+    then knows it is the only writer, and the next save appends in one statement again."""
     store, conn, statements = traced
     transcript = [turn(i) for i in range(4)]
     store.save("abc", transcript)
@@ -524,6 +524,7 @@ def test_a_refused_append_puts_back_what_the_handle_remembered(
     def refuse_once(position: int) -> int:
         if meanwhile:
             return 0
+        meanwhile.append(store._remembered.get(b"abc"))
         meanwhile.append(store._remembered.plan_append(b"abc", [*transcript, turn(5)]))
         return 1
 
@@ -537,16 +538,91 @@ def test_a_refused_append_puts_back_what_the_handle_remembered(
     store.save("abc", transcript)
     assert any("BEGIN" in s for s in statements)  # refused, then saved as usual
     assert store.messages("abc") == transcript
-    (planned,) = meanwhile
-    assert planned is not None and planned[2][0][0] == 5  # it would have appended row 5
-    assert not store._remembered.swap(b"abc", planned[0], planned[1])
+    during, planned = meanwhile
+    assert during.length == 5 and during.pending and planned is None
     entry = store._remembered.get(b"abc")
-    assert entry is not None and not entry.shared and entry.length == 5
+    assert entry is not None and not entry.pending and not entry.shared and entry.length == 5
     transcript.append(turn(5))
     statements.clear()
     store.save("abc", transcript)
     assert all("BEGIN" not in s for s in statements)  # one statement again
     assert store.messages("abc") == transcript
+
+
+def test_a_save_planned_while_an_append_fails_checks_what_is_stored(
+    store: SQLiteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads of one handle: the first's append statement fails after the handle
+    remembered its row (pending); the second, saving a tuple (the general save), plans
+    from that entry meanwhile and waits for the lock; another handle then appends a
+    different message, so the stored version and count are what the entry says. The
+    second save must not trust them: it stores exactly its transcript, and the handle's
+    next save appends after it with no gap. Trusting the version stored the other
+    handle's message in place of the second save's."""
+    before = [turn(i) for i in range(3)]
+    store.save("abc", before)
+    mine, theirs, more = Message.text("assistant", "mine"), Message.text("assistant", "theirs"), turn(9)
+    planned = threading.Event()
+    prepare = store._remembered.prepare
+
+    def noting_prepare(key: Any, messages: Any) -> Any:
+        plan = prepare(key, messages)
+        if threading.current_thread().name == "second":
+            planned.set()
+        return plan
+
+    monkeypatch.setattr(store._remembered, "prepare", noting_prepare)
+    second = threading.Thread(target=store.save, args=("abc", (*before, mine, more)), name="second")
+
+    def failing_append(*args: Any) -> bool:
+        assert store._remembered.get(b"abc") is args[2]  # remembered before the statement
+        second.start()
+        assert planned.wait(10)
+        with SQLiteStore(db_path) as other:
+            other.save("abc", [*before, theirs])
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(sqlite_module, "_append", failing_append)
+    with pytest.raises(StoreError, match="disk I/O error"):
+        store.save("abc", [*before, mine])
+    monkeypatch.undo()
+    second.join(10)
+    assert not second.is_alive()
+    assert store.messages("abc") == [*before, mine, more]
+    store.save("abc", [*before, mine, more, turn(10)])
+    assert store.messages("abc") == [*before, mine, more, turn(10)]
+    assert run_sql(db_path, "SELECT position FROM storetest_messages ORDER BY position") == [(i,) for i in range(6)]
+
+
+def test_an_interrupt_as_a_refused_append_is_put_back_forgets(
+    traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt may arrive at any line once the statement returns (Python
+    checks for signals between bytecodes), here as the refused statement's entry is
+    being put back: the handle forgets the entry rather than keep rows it never wrote,
+    and its next save leaves no gap."""
+    store, conn, _ = traced
+    transcript = [turn(i) for i in range(4)]
+    store.save("abc", transcript)
+    conn.execute("CREATE TEMP TRIGGER refuse BEFORE INSERT ON storetest_messages BEGIN SELECT RAISE(IGNORE); END")
+    swap = store._remembered.swap
+    calls: list[int] = []
+
+    def interrupted_swap(*args: Any) -> bool:
+        calls.append(1)
+        if len(calls) == 2:  # putting the entry back
+            raise KeyboardInterrupt
+        return swap(*args)
+
+    monkeypatch.setattr(store._remembered, "swap", interrupted_swap)
+    with pytest.raises(KeyboardInterrupt):
+        store.save("abc", [*transcript, turn(4)])
+    monkeypatch.undo()
+    assert len(calls) == 2
+    assert store._remembered.get(b"abc") is None
+    conn.execute("DROP TRIGGER refuse")
+    store.save("abc", [*transcript, turn(4), turn(5)])
+    assert store.messages("abc") == [*transcript, turn(4), turn(5)]
 
 
 class _RollbackFails(sqlite3.Connection):

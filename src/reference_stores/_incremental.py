@@ -27,11 +27,12 @@ What a handle remembers (:class:`Remembered`, at most ``cache_sessions`` session
 recently used forgotten first): per session, the version it last wrote or read, the
 message objects it held then and their chain digests (all of them after a save; after a
 read, the last one alone, which is what a save appending to it chains from), in
-buffers the next appending save extends in place (:class:`Known`). The version rule: a
+buffers the next appending save extends in place (:class:`Known`); for the common
+save, what it is about to write, *pending* until its statement has. The version rule: a
 remembered entry is trusted only when its version (and, where appends leave it alone,
-its count) equals the stored one, read under the lock; it is never replaced by an
-older entry (a slow read finishing after a save), and a read of what it holds leaves
-it as it is.
+its count) equals the stored one, read under the lock, and it is not pending; it is
+never replaced by an older entry (a slow read finishing after a save), and a read of
+what it holds leaves it as it is.
 
 How a save finds what to write (:class:`SavePlan`), with ``p`` the number of leading
 messages the new transcript shares with the remembered one (a comparison in C that
@@ -211,11 +212,11 @@ class Known:
     ever changes.
     """
 
-    __slots__ = ("_digests", "_messages", "first", "length", "shared", "version")
+    __slots__ = ("_digests", "_messages", "first", "length", "pending", "shared", "version")
 
     def __init__(
         self, version: int, messages: Sequence[Message], digests: bytes | bytearray, first: int = 0,
-        length: int | None = None, shared: bool = False,
+        length: int | None = None, shared: bool = False, pending: bool = False,
     ) -> None:
         self.version = version
         self._messages = messages
@@ -226,6 +227,12 @@ class Known:
         #: since this one last did: the next save expects the same (see
         #: :meth:`Remembered.plan_append`).
         self.shared = shared
+        #: Whether its rows may not be stored: remembered just before the statement
+        #: that writes them (:meth:`Remembered.plan_append`), cleared once it did. A
+        #: pending entry is never trusted by its version and count, which another
+        #: handle's rows could match after the statement failed: a plan made from it
+        #: checks the stored digests, and no append is planned from it.
+        self.pending = pending
 
     @property
     def messages(self) -> Sequence[Message]:
@@ -353,14 +360,14 @@ class SavePlan:
         :attr:`fetch_from` says which stored digests it needs."""
         known = self._known
         self._same_version = False
-        self._shared = known is not None and (stored_version, stored_length) not in (
-            (known.version, None), (known.version, known.length))
+        self._shared = known is not None and (known.pending or (stored_version, stored_length) not in (
+            (known.version, None), (known.version, known.length)))
         if not stored_version:
             # No session row, or one that add_steer made: nothing has been saved.
             self._finish(0, ())
         elif known is None:
             self.fetch_from = 0
-        elif stored_version == known.version and stored_length in (None, known.length):
+        elif not known.pending and stored_version == known.version and stored_length in (None, known.length):
             p = self._prefix
             if known.first > max(p - 1, 0):
                 # The stored rows are the remembered messages, but this handle read them
@@ -374,8 +381,8 @@ class SavePlan:
             ]
             self._finish(p, stored_after)
         else:
-            # Another handle wrote (or appended): the row before the shared prefix
-            # vouches for it.
+            # Another handle wrote (or appended), or this handle's own append may have
+            # failed (a pending entry): the row before the shared prefix vouches for it.
             self.fetch_from = max(self._prefix - 1, 0)
 
     def reuse(self, rows: Sequence[tuple[int, bytes, str]]) -> None:
@@ -594,20 +601,23 @@ class Remembered:
         row_text)`` rows, which append to the rows stored at the remembered version.
         Otherwise ``None``, and the store saves through :meth:`prepare` as usual.
 
-        The store then, under its lock, puts ``grown`` in place of ``known`` with
-        :meth:`swap` (refused: another save's appending went first and failed; save as usual),
-        writes the rows in one statement guarded by that version and by the uniqueness
-        of positions (nobody appended since), and, if the statement is refused, swaps
-        ``known`` back and saves as usual. Remembered before the statement rather than
-        after its fsync, this is done while what it touches is still in the CPU's
-        caches. A handle whose save found another's rows skips this until a save finds
-        none: the statement would be refused more often than not (two replicas taking
-        turns).
+        ``grown`` is pending (:attr:`Known.pending`). The store then, under its lock,
+        puts it in place of ``known`` with :meth:`swap` (refused if ``known`` is no
+        longer what is remembered: a save or a read learned since, or it was forgotten;
+        save as usual), writes the rows in one statement guarded by that version and by
+        the uniqueness of positions (nobody appended since), and then marks ``grown``
+        written, or, if the statement is refused, swaps ``known`` back and saves as
+        usual; on any error or interrupt it forgets the session. Remembered before the
+        statement rather than after its fsync, this is done while what it touches is
+        still in the CPU's caches; pending, it is never trusted by its version
+        meanwhile, nor planned from. A handle whose save found another's rows skips
+        this until a save finds none: the statement would be refused more often than
+        not (two replicas taking turns).
 
         What :meth:`prepare` and :meth:`SavePlan.start` would do for such a save, with
         no plan object: this is the one save of every agent turn."""
         known = self._entries.get(key)  # one dict read; learn() keeps it up to date
-        if known is None or known.shared or not known.version or type(messages) is not list:
+        if known is None or known.pending or known.shared or not known.version or type(messages) is not list:
             return None
         n = known.length
         first = known.first
@@ -649,13 +659,14 @@ class Remembered:
                 previous = chain_digest(previous, text)
                 rows.append((position, previous, text))
             more = b"".join([row[1] for row in rows])
-        return known, Known(known.version, old, _grown(known._digests, end, more), first, len(old)), rows
+        grown = Known(known.version, old, _grown(known._digests, end, more), first, len(old), pending=True)
+        return known, grown, rows
 
     def swap(self, key: Hashable, current: Known, new: Known) -> bool:
         """Remember ``new`` for ``key`` if ``current`` is what is remembered; whether it
         did. The store calls it under its own lock, around the one statement of a
-        :meth:`plan_append` (see there): a plan made from an entry whose rows were then
-        not written is refused here, so it never appends after a gap."""
+        :meth:`plan_append` (see there): to install a pending entry, and to put back
+        the one it replaced when the statement is refused."""
         with self._lock:
             if self._entries.get(key) is not current:
                 return False

@@ -331,18 +331,19 @@ class SQLiteStore:
             if appending is not None:
                 known, grown, rows = appending
                 # Remembered before the statement rather than after its fsync
-                # (plan_append says why), and put back if the statement is refused. A
-                # plan another thread makes from it meanwhile is refused by its own
-                # swap, or checked against the stored version as every plan is.
+                # (plan_append says why), pending until the statement wrote its rows:
+                # a plan another thread makes from it meanwhile checks stored digests
+                # (Known.pending). Put back if the statement is refused; forgotten on
+                # any error, or an interrupt anywhere from here on.
                 if conn.isolation_level is None and self._remembered.swap(key, known, grown):
                     try:
-                        appended = _append(conn, key, grown, rows)
+                        if _append(conn, key, grown, rows):
+                            grown.pending = False
+                            return
+                        self._remembered.swap(key, grown, known)
                     except BaseException:
                         self._remembered.forget(key)
                         raise
-                    if appended:
-                        return
-                    self._remembered.swap(key, grown, known)
                 plan = self._remembered.prepare(key, messages)
                 plan.reuse(rows)
             assert plan is not None
