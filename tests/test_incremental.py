@@ -496,7 +496,8 @@ def test_plan_append_plans_the_rows_and_memory_a_full_save_would(more: int) -> N
 def test_an_entry_whose_rows_may_not_be_written_is_never_trusted_by_its_version() -> None:
     """The store remembers a planned append before its statement (pending) and marks it
     written only once the statement wrote it. Meanwhile another thread of the handle
-    plans no append from it (its first row could follow a gap), and a save planned from
+    plans no append from it (one an interrupt left behind may have no rows stored, and
+    an append after it would follow a gap), and a save planned from
     it checks the stored digests even when the stored version and count match it: the
     statement may have failed and another handle appended a different message, which a
     version and a count cannot tell apart. ``swap`` installs an entry only in place of

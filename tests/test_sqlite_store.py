@@ -597,10 +597,11 @@ def test_a_save_planned_while_an_append_fails_checks_what_is_stored(
 def test_an_interrupt_as_a_refused_append_is_put_back_forgets(
     traced: tuple[SQLiteStore, sqlite3.Connection, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A KeyboardInterrupt may arrive at any line once the statement returns (Python
-    checks for signals between bytecodes), here as the refused statement's entry is
-    being put back: the handle forgets the entry rather than keep rows it never wrote,
-    and its next save leaves no gap."""
+    """A KeyboardInterrupt may arrive at almost any line once the statement returns
+    (CPython checks for signals at calls and backward jumps), here as the refused
+    statement's entry is being put back: the handle forgets the entry rather than keep
+    rows it never wrote (pending, it would not be trusted, only slow the next save
+    down), and its next save leaves no gap."""
     store, conn, _ = traced
     transcript = [turn(i) for i in range(4)]
     store.save("abc", transcript)

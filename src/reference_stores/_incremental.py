@@ -360,8 +360,8 @@ class SavePlan:
         :attr:`fetch_from` says which stored digests it needs."""
         known = self._known
         self._same_version = False
-        self._shared = known is not None and (known.pending or (stored_version, stored_length) not in (
-            (known.version, None), (known.version, known.length)))
+        self._shared = known is not None and (stored_version, stored_length) not in (
+            (known.version, None), (known.version, known.length))
         if not stored_version:
             # No session row, or one that add_steer made: nothing has been saved.
             self._finish(0, ())
@@ -607,7 +607,9 @@ class Remembered:
         save as usual), writes the rows in one statement guarded by that version and by
         the uniqueness of positions (nobody appended since), and then marks ``grown``
         written, or, if the statement is refused, swaps ``known`` back and saves as
-        usual; on any error or interrupt it forgets the session. Remembered before the
+        usual; on an error or an interrupt it forgets the session (an interrupt inside
+        :meth:`swap` may leave ``grown`` remembered, pending: never trusted, and
+        replaced by the next save that learns). Remembered before the
         statement rather than after its fsync, this is done while what it touches is
         still in the CPU's caches; pending, it is never trusted by its version
         meanwhile, nor planned from. A handle whose save found another's rows skips

@@ -334,7 +334,8 @@ class SQLiteStore:
                 # (plan_append says why), pending until the statement wrote its rows:
                 # a plan another thread makes from it meanwhile checks stored digests
                 # (Known.pending). Put back if the statement is refused; forgotten on
-                # any error, or an interrupt anywhere from here on.
+                # an error, or an interrupt once swapped in (one inside the swap
+                # itself leaves it pending: never trusted, replaced by a later save).
                 if conn.isolation_level is None and self._remembered.swap(key, known, grown):
                     try:
                         if _append(conn, key, grown, rows):
