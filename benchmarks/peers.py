@@ -413,9 +413,8 @@ class _Plain:
 class _OursPlain(_Plain):
     """A file our store made; each round inserts the row our save at that turn inserts."""
 
-    def __init__(self, path: Path, synchronous: str, rows: list[tuple[Any, ...]]) -> None:
+    def __init__(self, path: Path, synchronous: str) -> None:
         super().__init__(path, synchronous)
-        self.rows = rows
         (self.sid,) = self.conns[0].execute("SELECT id FROM storetest_sessions").fetchone()
         (self.start,) = self.conns[0].execute("SELECT count(*) FROM storetest_messages").fetchone()
 
@@ -431,7 +430,7 @@ class PhysicalFloor(_OursPlain):
     name = "one INSERT and its fsync"
 
     def __init__(self, path: Path, synchronous: str, rows: list[tuple[Any, ...]]) -> None:
-        super().__init__(path, synchronous, rows)
+        super().__init__(path, synchronous)
         # Each round's parameters built beforehand: the floor is its three statements.
         self.params = [(self.sid, self.start + r, digest, *columns) for r, (digest, *columns) in enumerate(rows)]
 
@@ -451,7 +450,7 @@ class OursSQL(_OursPlain):
     name = "our save's SQL alone"
 
     def __init__(self, path: Path, synchronous: str, rows: list[tuple[Any, ...]]) -> None:
-        super().__init__(path, synchronous, rows)
+        super().__init__(path, synchronous)
         (version,) = self.conns[0].execute("SELECT version FROM storetest_sessions").fetchone()
         self.params = [
             (self.start + r, digest, *columns, b"floor", version) for r, (digest, *columns) in enumerate(rows)

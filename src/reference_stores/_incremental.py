@@ -115,7 +115,7 @@ def row_text(message: Message) -> str:
         if kind is Text:
             return message.role + ":" + part.text  # type: ignore[union-attr]
         # No typing.cast here: a Python call, run cold it cost each tool message's text
-        # 0.3-1.0 us more (python benchmarks/cold_calls.py).
+        # 0.3-1.1 us more (python benchmarks/cold_calls.py).
         if kind is ToolCall:
             call_id, name = part.id, part.name  # type: ignore[union-attr]
             return f"{{!{message.role}:{len(call_id)}:{len(name)}:{call_id}{name}{part.arguments}"  # type: ignore[union-attr]
@@ -147,7 +147,7 @@ def chain_digest(previous: bytes | bytearray, body: str) -> bytes:
     which hashes messages up to 1 MiB, took as long either way (``storetest check -k
     every_field --jobs 1 --seed S``, seeds 1-3: 0.25, 0.25, 0.25 s against 0.25, 0.24,
     0.33 s). A copy of an empty hasher fed twice, rather than a new one fed the two
-    joined: the same digest, with no parameter block to build or bytes to join, 3-4.5
+    joined: the same digest, with no parameter block to build or bytes to join, 2.8-4.4
     us less run cold (``python benchmarks/cold_calls.py``)."""
     hasher = _EMPTY_HASHER.copy()
     hasher.update(previous)

@@ -256,7 +256,7 @@ def check_session_id(session: object) -> str:
     """
     if type(session) is str and session.isascii() and 0 < len(session) <= MAX_SESSION_ID_BYTES:
         # The common id, settled in one line: every call of every store starts here,
-        # and the helpers below cost 2-3.5 us more run cold (benchmarks/cold_calls.py).
+        # and the helpers below cost 2.2-3.4 us more run cold (benchmarks/cold_calls.py).
         return session
     if not isinstance(session, str):
         raise TypeError(f"session must be str, not {type(session).__name__}")
